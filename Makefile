@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: Apache-2.0
+# jetson_llm.speculative: development, test and demo entry points.
+# `make demo` runs the main job on the simulated fleet; `make test` runs every test and gate.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT        := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+PYTHON      ?= python3
+VENV        := $(ROOT)/.venv
+BIN         := $(VENV)/bin
+CACHE       := $(ROOT)/.cache
+COLL_ROOT   := $(CACHE)/collections
+ANSIBLE_WHEEL_VERSION := 12.3.0
+# Scratch HOME so Ansible, Molecule and ssh never write into the user's home.
+export HOME := $(CACHE)/home
+export ANSIBLE_COLLECTIONS_PATH := $(COLL_ROOT)
+export ANSIBLE_LOCAL_TEMP := $(CACHE)/home/.ansible/tmp
+export ANSIBLE_DEPRECATION_WARNINGS := false
+export PATH := $(BIN):$(PATH)
+
+.PHONY: help
+help:
+	@echo "make demo        bring up the demo fleet and enable speculation across it"
+	@echo "make test        run every test and quality gate"
+	@echo "make fleet-up    start the simulated fleet (FLEET=file, default tests/fleet/demo.yml)"
+	@echo "make fleet-down  remove every fleet host, namespace and bridge"
+	@echo "make lint        ruff, yamllint, ansible-lint"
+	@echo "make units       unit tests"
+	@echo "make sanity      ansible-test sanity"
+	@echo "make build       ansible-galaxy collection build"
+
+# ---------------------------------------------------------------- environment
+$(BIN)/.stamp: requirements-dev.txt constraints-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -r requirements-dev.txt -c constraints-dev.txt
+	touch $@
+
+.PHONY: venv
+venv: $(BIN)/.stamp
+
+# containers.podman, ansible.posix and community.general come from the PyPI `ansible`
+# wheel (Galaxy is not needed); the collection itself is linked in as jetson_llm.speculative.
+$(COLL_ROOT)/.stamp: $(BIN)/.stamp
+	mkdir -p $(CACHE)/dl $(COLL_ROOT)/ansible_collections/jetson_llm $(HOME)
+	test -f $(CACHE)/dl/ansible-$(ANSIBLE_WHEEL_VERSION)-py3-none-any.whl || \
+	  $(BIN)/pip download -q --no-deps -d $(CACHE)/dl 'ansible==$(ANSIBLE_WHEEL_VERSION)'
+	$(BIN)/python tools/extract_collections.py $(CACHE)/dl/ansible-$(ANSIBLE_WHEEL_VERSION)-py3-none-any.whl $(COLL_ROOT) \
+	  containers/podman ansible/posix community/general
+	ln -sfn $(ROOT) $(COLL_ROOT)/ansible_collections/jetson_llm/speculative
+	touch $@
+
+.PHONY: collections
+collections: $(COLL_ROOT)/.stamp
+
+# ---------------------------------------------------------------- gates
+.PHONY: ruff
+ruff: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+.PHONY: yamllint
+yamllint: venv
+	$(BIN)/yamllint -s .
+
+.PHONY: ansible-lint
+ansible-lint: collections
+	$(BIN)/ansible-lint --profile production
+
+.PHONY: lint
+lint: ruff yamllint ansible-lint
+
+.PHONY: units
+units: collections
+	$(BIN)/python -m pytest -q tests/unit
+
+.PHONY: sanity
+sanity: collections
+	tools/ansible_test.sh sanity
+
+.PHONY: build
+build: venv
+	rm -rf build && mkdir -p build
+	$(BIN)/ansible-galaxy collection build --output-path build .
+
+.PHONY: docs
+docs: collections
+	tools/check_docs.sh
+
+-include mk/*.mk
+
+# Every gate and every test. Later parts (simulator, fleet, molecule) add their targets
+# to TEST_TARGETS in mk/*.mk.
+TEST_TARGETS ?=
+.PHONY: test
+test: lint units sanity build docs $(TEST_TARGETS)
+	@echo "make test: all gates passed"
