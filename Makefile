@@ -75,8 +75,16 @@ lint: ruff yamllint ansible-lint
 units: collections
 	$(BIN)/python -m pytest -q tests/unit
 
+# ansible-test --venv bootstraps pip with a script it downloads from a host outside the package
+# registries; tools/get_pip_offline.py stands in for it (ensurepip, then pip from the index).
+GET_PIP_STAMP := $(CACHE)/home/.ansible/test/cache/.get-pip-stamp
+$(GET_PIP_STAMP): tools/get_pip_offline.py $(BIN)/.stamp
+	pipv=$$(sed -n "s/^ *pip='\\([0-9.]*\\)',$$/\\1/p" $(VENV)/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py); \
+	  test -n "$$pipv" && mkdir -p $(dir $@) && cp tools/get_pip_offline.py $(dir $@)get_pip_$${pipv//./_}.py
+	touch $@
+
 .PHONY: sanity
-sanity: collections
+sanity: collections $(GET_PIP_STAMP)
 	tools/ansible_test.sh sanity
 
 .PHONY: build

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Extract selected collections from the PyPI `ansible` wheel into a collections path."""
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Debian packages the test fleet and the gates need on the controller machine (run as root).
 set -euo pipefail
-pkgs=(podman runc debootstrap openssh-client openssh-server iproute2 git make python3-venv)
+pkgs=(podman runc debootstrap openssh-client openssh-server iproute2 git make python3-venv shellcheck)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
