@@ -442,7 +442,8 @@ def stream_request(server, path, payload, timeout, deadline=None):
                     break
         return acc.record(clock())
     except (socket.timeout, TimeoutError):
-        acc.error = "timed out after %.1f s (%d chunks received)" % (clock() - start, acc.chunks)
+        cause = "run deadline reached" if limit < start + float(timeout) else "request timeout"
+        acc.error = "timed out after %.1f s (%s, %d chunks received)" % (clock() - start, cause, acc.chunks)
         return acc.record(clock())
     except (OSError, httplib.HTTPException, ValueError) as exc:
         acc.error = describe_exception(exc)
