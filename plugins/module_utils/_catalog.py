@@ -82,8 +82,8 @@ def valid_model_id(value):
     if not isinstance(value, str) or ".." in value:
         return False
     if value.startswith("/"):
-        return _LOCAL_PATH_RE.match(value) is not None and value != "/"
-    return _HF_ID_RE.match(value) is not None
+        return _LOCAL_PATH_RE.fullmatch(value) is not None and value != "/"
+    return _HF_ID_RE.fullmatch(value) is not None
 
 
 MODEL_ID_EXPECTATION = (
@@ -431,9 +431,9 @@ def _field_ok(key, value):
     if key == "kind":
         return value in KINDS
     if key == "family":
-        return isinstance(value, str) and _FAMILY_RE.match(value) is not None
+        return isinstance(value, str) and _FAMILY_RE.fullmatch(value) is not None
     if key == "model_type":
-        return isinstance(value, str) and _MODEL_TYPE_RE.match(value) is not None
+        return isinstance(value, str) and _MODEL_TYPE_RE.fullmatch(value) is not None
     if key == "quantization":
         return isinstance(value, str) and value in QUANTIZATIONS
     if key == "weights_gb":
@@ -449,7 +449,7 @@ def _field_ok(key, value):
         return (
             isinstance(value, list)
             and len(value) > 0
-            and all(isinstance(v, str) and _FAMILY_RE.match(v) is not None for v in value)
+            and all(isinstance(v, str) and _FAMILY_RE.fullmatch(v) is not None for v in value)
         )
     return False
 

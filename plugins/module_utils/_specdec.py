@@ -83,6 +83,8 @@ V_EAGLE_CONTEXT = (0, 27, 0)
 V_UMA_MEMORY = (0, 11, 2)
 # Thor needs vLLM 0.20+ (jetson.md 4.1).
 V_THOR = (0, 20, 0)
+# Orin runs vLLM from JetPack 6 (L4T R36) on; JetPack 5 is not covered (jetson.md 2.2, 4.1).
+L4T_ORIN_VLLM = 36
 # Memory freed by stopping vLLM is stuck before L4T r39 / JetPack 7.2 (jetson.md 5.4).
 L4T_MEMORY_RELEASE = 39
 
@@ -295,12 +297,12 @@ _SERVE_FIELDS = {
     "running": (_check_bool, "a boolean: whether the baseline server runs now"),
     "model": (valid_model_id, MODEL_ID_EXPECTATION),
     "host": (
-        lambda v: isinstance(v, str) and re.match(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$", v) is not None,
+        lambda v: isinstance(v, str) and re.fullmatch(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$", v) is not None,
         "an IP address or host name of [A-Za-z0-9.:-]",
     ),
     "port": (_check_int_range(1, 65535), "an integer from 1 to 65535"),
     "served_model_name": (
-        lambda v: isinstance(v, str) and re.match(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$", v) is not None,
+        lambda v: isinstance(v, str) and re.fullmatch(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$", v) is not None,
         "a name of [A-Za-z0-9._/:-] starting with a letter or digit (at most 128 characters)",
     ),
 }
@@ -618,8 +620,14 @@ def plan(  # noqa: PLR0917
     if family in NEVER_FAMILIES or family not in FAMILY_K:
         return skipped(fact_reason or "speculation is not planned on device family {}".format(family))
     force = ov.get("force", False)
-    if family not in FORCE_FAMILIES and facts.get("speculation_supported") is False:
-        return skipped(fact_reason or "speculation is not supported on this device (jetson facts)")
+    l4t = facts.get("l4t")
+    l4t_major = l4t.get("major") if isinstance(l4t, dict) else None
+    if facts.get("speculation_supported") is False:
+        # On Orin NX / Nano the facts report the family policy ("not suggested"), which force
+        # overrides; anything else they report (no L4T, JetPack 5) cannot be forced.
+        forceable = family in FORCE_FAMILIES and _is_int(l4t_major) and l4t_major >= L4T_ORIN_VLLM
+        if not forceable:
+            return skipped(fact_reason or "speculation is not supported on this device (jetson facts)")
 
     # 3. Target model.
     target = cat.get(target_model)
@@ -783,8 +791,6 @@ def plan(  # noqa: PLR0917
             "vLLM {} compares MemFree (page cache counts as used) in its startup memory check; "
             "drop caches before the restart".format(version_text)
         )
-    l4t = facts.get("l4t")
-    l4t_major = l4t.get("major") if isinstance(l4t, dict) else None
     if running and _is_int(l4t_major) and l4t_major < L4T_MEMORY_RELEASE:
         warnings.append(
             "L4T r{} (< r39) does not return memory freed by stopping vLLM until caches are dropped "
@@ -924,7 +930,7 @@ def _yaml_scalar(value):
         if not _is_number(value):
             raise SpecdecError("{!r} cannot be written to the vLLM configuration".format(value))
         text = repr(value)
-        return text if _YAML_FLOAT_RE.match(text) else "{:.6f}".format(value)
+        return text if _YAML_FLOAT_RE.fullmatch(text) else "{:.6f}".format(value)
     if isinstance(value, str):
         # A JSON string is a valid YAML double-quoted scalar (same escapes), and ensure_ascii keeps
         # the file plain ASCII.
@@ -954,7 +960,7 @@ _OCI_RUNTIME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 def _safe_path(value):
-    return isinstance(value, str) and _SAFE_PATH_RE.match(value) is not None and ".." not in value
+    return isinstance(value, str) and _SAFE_PATH_RE.fullmatch(value) is not None and ".." not in value
 
 
 def _argv_value(serve, key, check, *, expected, host, default):
@@ -994,7 +1000,7 @@ def serve_argv(serve, config_path, runtime, image=None, image_flavor="upstream",
         raise _bad(host, "runtime", runtime, "one of " + ", ".join(RUNTIMES))
 
     def bin_ok(value):
-        return _safe_path(value) or (isinstance(value, str) and _BIN_NAME_RE.match(value) is not None)
+        return _safe_path(value) or (isinstance(value, str) and _BIN_NAME_RE.fullmatch(value) is not None)
 
     bin_expected = "an absolute path of [A-Za-z0-9._/-] or a command name"
     if runtime == "native":
@@ -1003,13 +1009,13 @@ def serve_argv(serve, config_path, runtime, image=None, image_flavor="upstream",
 
     if image_flavor not in IMAGE_FLAVORS:
         raise _bad(host, "image_flavor", image_flavor, "one of " + ", ".join(IMAGE_FLAVORS))
-    if not (isinstance(image, str) and _IMAGE_RE.match(image) is not None and ".." not in image):
+    if not (isinstance(image, str) and _IMAGE_RE.fullmatch(image) is not None and ".." not in image):
         raise _bad(host, "image", image, "a container image reference such as vllm/vllm-openai:v0.20.2[@sha256:...]")
     engine = _argv_value(serve, "engine_bin", bin_ok, expected=bin_expected, host=host, default=runtime)
     name = _argv_value(
         serve,
         "container_name",
-        lambda v: isinstance(v, str) and _CONTAINER_NAME_RE.match(v) is not None,
+        lambda v: isinstance(v, str) and _CONTAINER_NAME_RE.fullmatch(v) is not None,
         expected="a container name of [A-Za-z0-9_.-]",
         host=host,
         default="vllm",
@@ -1017,7 +1023,7 @@ def serve_argv(serve, config_path, runtime, image=None, image_flavor="upstream",
     oci = serve.get("oci_runtime", "nvidia")
     if oci is None:
         oci = ""
-    if not (isinstance(oci, str) and (oci == "" or _OCI_RUNTIME_RE.match(oci))):
+    if not (isinstance(oci, str) and (oci == "" or _OCI_RUNTIME_RE.fullmatch(oci))):
         raise _bad(host, "serve.oci_runtime", oci, "an OCI runtime name such as nvidia, or '' to omit --runtime")
     hf_cache = _argv_value(
         serve,
