@@ -22,7 +22,7 @@ description:
     family C(none).
   - Ansible's own fact gathering does not read the device tree; this module does.
 author:
-  - jetson_llm.speculative contributors
+  - Jetson LLM maintainers (@jetson-llm)
 extends_documentation_fragment:
   - jetson_llm.speculative._attributes
   - jetson_llm.speculative._attributes.facts
