@@ -34,6 +34,7 @@ def ansible_env(extra=None):
             "HOME": os.path.join(CACHE, "home"),
             "ANSIBLE_COLLECTIONS_PATH": os.path.join(CACHE, "collections"),
             "ANSIBLE_LOCAL_TEMP": os.path.join(CACHE, "home", ".ansible", "tmp"),
+            "ANSIBLE_REMOTE_TMP": os.path.join(CACHE, "home", ".ansible", "tmp"),
             "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
             "ANSIBLE_STDOUT_CALLBACK": "json",
             "ANSIBLE_LOCALHOST_WARNING": "false",
