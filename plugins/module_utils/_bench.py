@@ -783,7 +783,7 @@ def run_requests(server, path, jobs, concurrency, *, timeout, deadline):
     cursor = [0]
 
     def worker():
-        for _ in range(len(jobs)):  # bounded: at most every job once
+        for _attempt in range(len(jobs)):  # bounded: at most every job once
             with lock:
                 index = cursor[0]
                 cursor[0] += 1
@@ -889,7 +889,7 @@ def run_level(
 
     if num_warmups > 0:
         warm = _bench_prompts.select(num_warmups, seed, offset=num_prompts)
-        warm_records, _ = run_requests(server, path, jobs_for(warm), concurrency, timeout=timeout, deadline=deadline)
+        warm_records = run_requests(server, path, jobs_for(warm), concurrency, timeout=timeout, deadline=deadline)[0]
         warm_failed = [r for r in warm_records if not r["ok"]]
         if len(warm_failed) == len(warm_records):
             raise BenchError(
