@@ -111,13 +111,15 @@ SPEC_FIELDS_ALWAYS = (
     "prompt_lookup_max",
     "prompt_lookup_min",
 )
-# Fields with a bounded life: (first release, last minor release or None).
+# Fields with a bounded life: (first release with the field, first release without it or None).
+# Where the reference names only the last release containing a field, the next release number is
+# taken as the first without it, so a patch release of unknown content never counts as having it.
 SPEC_FIELDS_BOUNDED = {
-    "disable_logprobs": ((0, 10, 0), (0, 11)),
-    "disable_by_batch_size": ((0, 10, 0), (0, 16)),
-    "speculative_token_tree": ((0, 10, 0), (0, 20)),
-    "enable_chunked_prefill": ((0, 10, 0), (0, 11)),
-    "disable_log_stats": ((0, 10, 0), (0, 11)),
+    "disable_logprobs": ((0, 10, 0), (0, 11, 1)),
+    "disable_by_batch_size": ((0, 10, 0), (0, 16, 1)),
+    "speculative_token_tree": ((0, 10, 0), (0, 20, 1)),
+    "enable_chunked_prefill": ((0, 10, 0), (0, 11, 1)),
+    "disable_log_stats": ((0, 10, 0), (0, 11, 1)),
     "enforce_eager": ((0, 11, 0), None),
     "disable_padded_drafter_batch": ((0, 11, 0), None),
     "suffix_decoding_max_tree_depth": ((0, 11, 2), None),
@@ -130,7 +132,7 @@ SPEC_FIELDS_BOUNDED = {
     "draft_load_config": ((0, 17, 0), None),
     "rejection_sample_method": ((0, 18, 0), None),
     "moe_backend": ((0, 19, 0), None),
-    "synthetic_acceptance_rate": ((0, 19, 0), (0, 19)),
+    "synthetic_acceptance_rate": ((0, 19, 0), (0, 20, 0)),
     "synthetic_acceptance_rates": ((0, 20, 0), None),
     "synthetic_acceptance_length": ((0, 20, 0), None),
     "attention_backend": ((0, 22, 0), None),
@@ -176,8 +178,8 @@ def _at_least(version, bound):
 def spec_fields(version):
     """The ``--speculative-config`` keys vLLM ``version`` (a tuple) knows, per vllm.md 2.3."""
     fields = set(SPEC_FIELDS_ALWAYS)
-    for key, (first, last) in SPEC_FIELDS_BOUNDED.items():
-        if _at_least(version, first) and (last is None or tuple(version[:2]) <= last):
+    for key, (first, removed) in SPEC_FIELDS_BOUNDED.items():
+        if _at_least(version, first) and (removed is None or not _at_least(version, removed)):
             fields.add(key)
     return frozenset(fields)
 
@@ -932,8 +934,10 @@ def _yaml_scalar(value):
         text = repr(value)
         return text if _YAML_FLOAT_RE.fullmatch(text) else "{:.6f}".format(value)
     if isinstance(value, str):
-        # A JSON string is a valid YAML double-quoted scalar (same escapes), and ensure_ascii keeps
-        # the file plain ASCII.
+        # Every value reaching the file is validated printable ASCII; a JSON string of printable
+        # ASCII only escapes '"' and '\\', and is then a valid YAML double-quoted scalar.
+        if not all(" " <= ch <= "~" for ch in value):
+            raise SpecdecError("{!r} cannot be written to the vLLM configuration (printable ASCII only)".format(value))
         return json.dumps(value, ensure_ascii=True)
     raise SpecdecError("{!r} cannot be written to the vLLM configuration".format(value))
 
