@@ -1,0 +1,58 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, jetson_llm.speculative contributors
+# SPDX-License-Identifier: Apache-2.0
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+
+DOCUMENTATION = r"""
+name: fleet_timing
+short_description: Where the time of a speculative-decoding rollout went
+version_added: 0.1.0
+author:
+  - Jetson LLM maintainers (@jetson-llm)
+description:
+  - From the per-host results, the wall time of the run and the share of the hosts' time spent waiting on
+    vLLM restarts (readiness) and on benchmarks, the rest being Ansible's own overhead.
+options:
+  _input:
+    description: Per-host results (C(hostvars[host].__speculative_decoding_result)).
+    type: list
+    elements: dict
+    required: true
+  started:
+    description: Start of the run, seconds since the epoch.
+    type: float
+"""
+
+EXAMPLES = r"""
+- name: Print the timing
+  ansible.builtin.debug:
+    msg: "{{ (results | jetson_llm.speculative.fleet_timing(started=jetson_llm_run_started)).text }}"
+"""
+
+RETURN = r"""
+_value:
+  description: C(wall_s), C(host_seconds), C(waiting_seconds), C(waiting_share), C(ansible_overhead_share), C(text).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError  # noqa: E402
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._report import timing  # noqa: E402
+
+
+def fleet_timing(results, started=None):
+    if not isinstance(results, list):
+        raise AnsibleFilterError("jetson_llm.speculative.fleet_timing: the input must be a list of per-host results")
+    try:
+        return timing(results, started=started)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("jetson_llm.speculative.fleet_timing: %s" % exc) from exc
+
+
+class FilterModule:
+    """Ansible jinja2 filters"""
+
+    def filters(self):
+        return {"fleet_timing": fleet_timing}
