@@ -39,8 +39,8 @@ PROFILE_KEYS = {
 RESERVED_VARS = {"ansible_host", "ansible_user", "ansible_ssh_private_key_file", "ansible_ssh_common_args"}
 RESERVED_GROUPS = {"all", "ungrouped"}
 
-# Simulator settings (docs/devel/architecture.md, "vLLM simulator"): name -> checker.
-# The device (bandwidth_gbs, tflops) always comes from the profile.
+# Simulator settings (docs/devel/architecture.md, "vLLM simulator"; tests/vllm_sim/vllm_sim/settings.py):
+# name -> checker. The device (name, bandwidth_gbs, tflops) always comes from the profile.
 SIM_DEFAULTS = {"version": "0.20.0", "faults": {}, "account_memory": False}
 
 
@@ -63,6 +63,7 @@ SIM_CHECKS = {
     "seed": (_is_int, "an integer"),
     "acceptance_scale": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
     "load_gbps": (lambda v: _is_num(v) and v > 0, "a number > 0"),
+    "init_s": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
     "faults": (lambda v: isinstance(v, dict), "a mapping"),
     "account_memory": (lambda v: isinstance(v, bool), "true or false"),
 }
@@ -71,6 +72,8 @@ FAULT_CHECKS = {
     "hang_after_requests": (_opt_count, "an integer >= 0 or null"),
     "slow_start_s": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
     "wrong_answers": (lambda v: isinstance(v, bool), "true or false"),
+    "engine_dead_after_requests": (_opt_count, "an integer >= 0 or null"),
+    "engine_dead_file": (lambda v: v is None or (isinstance(v, str) and v.startswith("/")), "an absolute path or null"),
 }
 
 FAMILY_GROUP = "jetson_%s"
@@ -348,7 +351,11 @@ def load_fleet(path, profiles=None, profiles_path=None):
             defaults.get("sim"),
             raw.get("sim"),
         )
-        sim["device"] = {"bandwidth_gbs": profile["sim"]["bandwidth_gbs"], "tflops": profile["sim"]["tflops"]}
+        sim["device"] = {
+            "name": pname,  # the simulator derives its family calibration from the name
+            "bandwidth_gbs": profile["sim"]["bandwidth_gbs"],
+            "tflops": profile["sim"]["tflops"],
+        }
         vars_ = dict(defaults.get("vars") or {})
         vars_.update(raw.get("vars") or {})
         hosts.append(

@@ -152,6 +152,9 @@ def write_host_files(host, hostdir, debdir):
         "%s:/sys/firmware:ro" % os.path.join(hostdir, "fw"),
         "%s:/etc/nv_tegra_release:ro" % os.path.join(hostdir, "nv_tegra_release"),
         "%s:/proc/meminfo:%s" % (os.path.join(hostdir, "meminfo"), meminfo_mode),
+        # The same file again outside /proc, named by VLLM_SIM_MEMINFO (set for every service
+        # and login of the host): the simulator accounts its memory only in a file outside /proc.
+        "%s:/etc/vllm-sim/meminfo:%s" % (os.path.join(hostdir, "meminfo"), meminfo_mode),
         "%s:/etc/vllm-sim/settings.json:ro" % os.path.join(hostdir, "settings.json"),
         "%s:/etc/nvpmodel.conf:ro" % os.path.join(hostdir, "nvpmodel.conf"),
         "%s:/var/lib/nvpmodel" % os.path.join(hostdir, "nvpmodel"),

@@ -324,6 +324,7 @@ def up(description, inventory_paths=(), workers=None):
         "images_s": round(img_s, 2),
         "containers_started_s": round(t_started, 2),
         "ssh_ready_s": round(total, 2),
+        "per_host_ready_s": {k: round(v, 2) for k, v in sorted(ready.items())},
     }
     write_json(STATE_JSON, state)
     for path in state["inventories"]:
