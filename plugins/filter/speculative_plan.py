@@ -2,7 +2,7 @@
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+__metaclass__ = type
 
 DOCUMENTATION = r"""
 name: speculative_plan
@@ -200,8 +200,8 @@ _value:
       elements: str
 """
 
-from ansible.errors import AnsibleFilterError  # noqa: E402 - plugins import after their documentation strings
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (  # noqa: E402
+from ansible.errors import AnsibleFilterError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (
     DEFAULT_MIN_HEADROOM_GB,
     SpecdecError,
     plan,

@@ -2,7 +2,7 @@
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+__metaclass__ = type
 
 DOCUMENTATION = r"""
 name: vllm_serve_config
@@ -105,8 +105,8 @@ _value:
     speculative-config: "{\"draft_tensor_parallel_size\":1,\"method\":\"eagle3\",\"model\":\"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\",\"num_speculative_tokens\":5}"
 """  # noqa: E501 - the sample line is as long as the real file's
 
-from ansible.errors import AnsibleFilterError  # noqa: E402 - plugins import after their documentation strings
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (  # noqa: E402
+from ansible.errors import AnsibleFilterError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (
     SpecdecError,
     serve_config_yaml,
 )

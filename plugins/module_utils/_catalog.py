@@ -41,7 +41,7 @@ developer reference; sizes are Hugging Face file sizes or the estimates those se
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+__metaclass__ = type
 
 import copy
 import re

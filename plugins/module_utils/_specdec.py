@@ -10,7 +10,7 @@ sections 2, 3, 6, 7 and 10); the comments cite the section each rule mirrors.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+__metaclass__ = type
 
 import json
 import math
@@ -548,7 +548,7 @@ def _candidates(cat, target_id, target, *, version, ov, target_tp, host, var_pre
 
 
 # The positional signature is the contract in docs/devel/architecture.md ("Planner").
-def plan(  # noqa: PLR0917
+def plan(
     facts,
     target_model,
     serve,

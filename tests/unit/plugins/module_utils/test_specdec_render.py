@@ -448,7 +448,7 @@ def test_secrets_never_reach_argv():
         ("x", "/etc/vllm/a.yaml", "native", None, "upstream", "serve='x' is not allowed"),
     ],
 )
-def test_serve_argv_errors(serve, path, runtime, image, flavor, fragment):  # noqa: PLR0917 - one parameter per column
+def test_serve_argv_errors(serve, path, runtime, image, flavor, fragment):
     with pytest.raises(specdec.SpecdecError) as excinfo:
         specdec.serve_argv(serve, path, runtime, image=image, image_flavor=flavor, host="jetson-011")
     message = str(excinfo.value)
