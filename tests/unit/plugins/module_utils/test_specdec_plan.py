@@ -523,6 +523,12 @@ DRAFT_ONLY_CATALOG = {
 }
 
 
+def test_target_without_any_speculator():
+    lonely = {"example/Lonely-7B": dict(DRAFT_ONLY_CATALOG["example/Tiny-Target-7B"], family="lonely-7b")}
+    result = skipped(run(THOR, target="example/Lonely-7B", catalog=lonely))
+    assert result["reason"] == "no published EAGLE-3 head or compatible draft for example/Lonely-7B"
+
+
 def test_draft_fallback_is_automatic_from_015():
     result = enabled(
         run(THOR, target="example/Tiny-Target-7B", catalog=DRAFT_ONLY_CATALOG),

@@ -347,8 +347,9 @@ def test_jetson_image_on_orin_sets_the_entrypoint_and_has_no_ipc_host():
 
 
 def test_oci_runtime_can_be_changed_or_left_out():
-    base = dict(SERVE, oci_runtime="")
-    assert "--runtime" not in specdec.serve_argv(base, "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1")
+    for unset in ("", None):
+        base = dict(SERVE, oci_runtime=unset)
+        assert "--runtime" not in specdec.serve_argv(base, "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1")
     argv = specdec.serve_argv(
         dict(SERVE, oci_runtime="runc"), "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1"
     )
@@ -361,6 +362,14 @@ def test_local_models_are_mounted_read_only():
     argv = specdec.serve_argv(serve, "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1", plan=plan)
     assert "/srv/models/head:/srv/models/head:ro" in argv
     assert "/srv/models/llama:/srv/models/llama:ro" in argv
+
+
+def test_hub_models_are_not_mounted():
+    argv = specdec.serve_argv(SERVE, "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1", plan=EAGLE_PLAN)
+    assert [argv[i + 1] for i, word in enumerate(argv) if word == "-v"] == [
+        "/etc/vllm:/etc/vllm:ro",
+        "/root/.cache/huggingface:/root/.cache/huggingface",
+    ]
 
 
 def test_pinned_digest_image_is_accepted():
