@@ -13,9 +13,9 @@ version_added: 0.1.0
 author:
   - Jetson LLM maintainers (@jetson-llm)
 description:
-  - Formats the per-host results of the speculative_decoding role as a fixed-width table: host, family,
-    method, k, baseline and speculative throughput at concurrency 1 and 8, the gain with its confidence
-    interval, the outcome and its reason, followed by a count per outcome.
+  - Formats the per-host results of the speculative_decoding role as a fixed-width table with the host,
+    family, method, k, baseline and speculative throughput at concurrency 1 and 8, the gain with its
+    confidence interval, the outcome and its reason, followed by a count per outcome.
 options:
   _input:
     description: Per-host results (C(hostvars[host].__speculative_decoding_result)).
