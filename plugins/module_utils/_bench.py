@@ -26,7 +26,7 @@ reporting zeros.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+__metaclass__ = type
 
 import hashlib
 import http.client as httplib
@@ -104,6 +104,10 @@ class BenchError(Exception):
     """The benchmark could not produce a valid result; the message says why and where."""
 
 
+class _NotReady(Exception):
+    """The server answered but is not ready yet (readiness is retried)."""
+
+
 # --------------------------------------------------------------------------- HTTP
 
 
@@ -166,16 +170,6 @@ class Server:
             return resp.status, resp.read(limit)
         finally:
             conn.close()
-
-    def get_json(self, path, timeout=None):
-        """GET ``path`` and decode JSON; raise ``BenchError`` on a non-200 status or bad JSON."""
-        status, body = self.get(path, timeout)
-        if status != 200:
-            raise BenchError("GET %s%s returned HTTP %d: %s" % (self.url, path, status, _snippet(body)))
-        try:
-            return json.loads(body.decode("utf-8"))
-        except ValueError as exc:
-            raise BenchError("GET %s%s returned invalid JSON: %s" % (self.url, path, exc)) from exc
 
 
 def _snippet(body, limit=300):
@@ -734,7 +728,18 @@ def wait_ready(server, model=None, timeout=60.0, interval=2.0, sleep=time.sleep)
             if status != 200:
                 last = "GET /health returned HTTP %d %s" % (status, _snippet(body, 120))
             else:
-                listing = server.get_json("/v1/models", timeout=min(server.timeout, 10.0))
+                status, body = server.get("/v1/models", timeout=min(server.timeout, 10.0))
+                if status in (401, 403):
+                    raise BenchError(
+                        "GET %s/v1/models returned HTTP %d: the api_key is missing or wrong (%s)"
+                        % (server.url, status, _snippet(body, 120))
+                    )
+                if status != 200:
+                    raise _NotReady("GET /v1/models returned HTTP %d %s" % (status, _snippet(body, 120)))
+                try:
+                    listing = json.loads(body.decode("utf-8"))
+                except ValueError as exc:
+                    raise _NotReady("GET /v1/models returned invalid JSON: %s" % exc) from exc
                 entries = [e for e in (listing.get("data") or []) if isinstance(e, dict) and e.get("id")]
                 ids = [e["id"] for e in entries]
                 wanted = model if model else (ids[0] if ids else None)
@@ -747,7 +752,7 @@ def wait_ready(server, model=None, timeout=60.0, interval=2.0, sleep=time.sleep)
                         "models": ids,
                     }
                 last = "served id %r not in /v1/models (serving: %s)" % (wanted, ", ".join(ids) or "nothing")
-        except BenchError as exc:
+        except _NotReady as exc:
             last = str(exc)
         except (OSError, httplib.HTTPException, AttributeError) as exc:
             last = describe_exception(exc)

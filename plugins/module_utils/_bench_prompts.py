@@ -15,7 +15,7 @@ Runs on the managed device: Python standard library only, Python 3.8 syntax.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+__metaclass__ = type
 
 import random
 

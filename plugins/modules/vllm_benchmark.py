@@ -7,7 +7,7 @@
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+__metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
@@ -642,16 +642,16 @@ runs:
       sample: [{"block": 0, "completed": 25, "output_throughput": 153.2, "median_tpot_ms": 48.0}]
 """
 
-import errno  # noqa: E402 - modules import after their documentation strings
-import json  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import tempfile  # noqa: E402
-from datetime import datetime, timezone  # noqa: E402
+import errno
+import json
+import os
+import re
+import tempfile
+from datetime import datetime, timezone
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible.module_utils.common.text.converters import to_native  # noqa: E402
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _bench  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+from ansible_collections.jetson_llm.speculative.plugins.module_utils import _bench
 
 CHECK_MODE_MSG = "Check mode - the benchmark sends load to the server and is not run."
 

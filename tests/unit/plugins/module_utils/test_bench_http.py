@@ -344,6 +344,20 @@ def test_wait_ready_refused_is_bounded():
     assert 1 <= len(sleeps) <= 4
 
 
+def test_wait_ready_rejected_key_fails_at_once(fake):
+    def get(handler):
+        if handler.path == "/v1/models":
+            handler.send_json(401, {"error": "Unauthorized"})
+        else:
+            default_get(handler)
+
+    srv = fake(get=get)
+    sleeps = []
+    with pytest.raises(_bench.BenchError, match="HTTP 401: the api_key is missing or wrong"):
+        _bench.wait_ready(_bench.Server(srv.url, api_key="bad"), None, timeout=30, interval=1, sleep=sleeps.append)
+    assert sleeps == []
+
+
 def test_server_version(fake):
     assert _bench.server_version(_bench.Server(fake().url)) == "0.11.0"
 
