@@ -747,8 +747,6 @@ def _noise(norm, concurrency, entry, th, warnings):
                 "c=%d: arm order is confounded with measurement order (variance inflation %.1f); interleave "
                 "the arms" % (concurrency, iv["vif"])
             )
-        if not iv["trend"] and len(base) + len(spec) >= 4:
-            warnings.append("c=%d: the measurement order does not allow a drift correction" % concurrency)
     if len(base) >= 3:
         first, last = base[0]["index"], base[-1]["index"]
         points = [(b["index"], b["output_throughput"]) for b in base]
