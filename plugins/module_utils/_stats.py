@@ -1094,14 +1094,21 @@ def _wilson_upper(rate, n, confidence):
 def k_sweep(candidates, acceptance_rates, draft_cost, num_drafts=None, confidence=0.95, margin=0.05, reference=None):
     """Predict the speedup of each candidate ``k`` and prune the hopeless ones.
 
-    ``acceptance_rates`` are vLLM's per-position acceptance rates (position ``i`` estimates
-    ``alpha^(i+1)``, i.e. P(positions 0..i accepted)) measured with some ``k``; ``draft_cost`` is
-    the time of one draft forward over one target forward. The central prediction uses the
-    measured rates, extended geometrically beyond the last measured position. The optimistic one
-    uses ``alpha_opt = max_i upper(rate_i)^(1/(i+1))`` (the Wilson upper bound when
-    ``num_drafts`` is given, else the rate itself). A ``k`` is pruned when its optimistic speedup
-    is below ``(1 - margin)`` times the best central prediction (or ``reference``, a measured
-    speedup of the current configuration), or at most 1.
+    ``acceptance_rates`` are vLLM's per-position acceptance rates measured with some ``k``:
+    position ``i`` estimates ``alpha^(i+1)``, i.e. P(positions 0..i accepted), so the expected
+    tokens per target step with ``k`` drafts are ``E(k) = 1 + rate_0 + ... + rate_(k-1)`` and the
+    speedup is ``E(k) / (k * draft_cost + 1)`` (Leviathan et al.; with ``rate_i = alpha^(i+1)``
+    this is ``(1 - alpha^(k+1)) / ((1 - alpha)(k c + 1))``). ``draft_cost`` is the time of one
+    draft forward over one target forward.
+
+    The central prediction uses the measured rates and continues beyond the last measured
+    position with the last conditional acceptance (``rate_(m-1) / rate_(m-2)``). The optimistic
+    prediction uses upper bounds of the measured rates (Wilson score bounds at ``confidence``
+    when ``num_drafts``, the number of draft rounds behind the rates, is given) and continues
+    with ``alpha_optimistic``, the largest conditional acceptance among them. A ``k`` is pruned
+    when even its optimistic speedup is at most 1, or below ``(1 - margin)`` times the best
+    central prediction (or ``reference``, e.g. the measured speedup of the current ``k``).
+    An empty ``survivors`` list means no candidate is worth measuring.
     """
     ks = sorted({_number(k, "candidate k", integer=True) for k in candidates})
     if not ks or ks[0] < 1:
@@ -1119,18 +1126,30 @@ def k_sweep(candidates, acceptance_rates, draft_cost, num_drafts=None, confidenc
         if num_drafts < 1:
             raise StatsError("num_drafts must be >= 1, got %r" % (num_drafts,))
     uppers = [_wilson_upper(r, num_drafts, confidence) if num_drafts else r for r in rates]
-    alpha_opt = max(u ** (1.0 / (i + 1)) for i, u in enumerate(uppers))
-    ratio = rates[-1] / rates[-2] if len(rates) > 1 and rates[-2] > 0 else rates[0]
-    ratio = min(ratio, alpha_opt)
+    for i in range(1, len(uppers)):  # P(0..i accepted) cannot exceed P(0..i-1 accepted)
+        uppers[i] = min(uppers[i], uppers[i - 1])
+
+    def conditional(values, i):
+        previous = values[i - 1] if i else 1.0
+        return values[i] / previous if previous > 0 else 0.0
+
+    alpha_opt = max(conditional(uppers, i) for i in range(len(uppers)))
+    ratio = min(conditional(rates, len(rates) - 1), alpha_opt)
     longest = max(ks)
-    central = list(rates)
+    central, optimistic = list(rates), list(uppers)
     while len(central) < longest:
         central.append(central[-1] * ratio)
+        optimistic.append(optimistic[-1] * alpha_opt)
     predictions = []
     for k in ks:
-        s = expected_tokens(k, central) / (k * c + 1.0)
-        s_opt = leviathan_speedup(alpha_opt, k, c)
-        predictions.append({"k": k, "speedup": s, "speedup_optimistic": s_opt, "extrapolated": k > len(rates)})
+        predictions.append(
+            {
+                "k": k,
+                "speedup": expected_tokens(k, central) / (k * c + 1.0),
+                "speedup_optimistic": expected_tokens(k, optimistic) / (k * c + 1.0),
+                "extrapolated": k > len(rates),
+            }
+        )
     best = max(predictions, key=lambda p: (p["speedup"], -p["k"]))
     bar = reference if reference is not None else best["speedup"]
     for p in predictions:
