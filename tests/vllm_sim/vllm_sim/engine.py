@@ -517,7 +517,7 @@ class Engine:
         while self.waiting and len(self.running) < self.max_num_seqs and budget > 0:
             req = self.waiting[0]
             need = self._blocks(req)
-            if self.kv_blocks is not None and self.used_blocks + need > self.kv_blocks:
+            if self.kv_blocks is not None and self.used_blocks + need > self.kv_blocks and self.running:
                 break
             self.waiting.pop(0)
             self.running.append(req)

@@ -427,9 +427,8 @@ class Server:
                 await self.wake.wait()
                 continue
             target_wall = self.t0 + (step.start + step.duration) * self.time_scale
-            delay = target_wall - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            # Sleep until the step's modelled end; yield even when behind so HTTP handlers run.
+            await asyncio.sleep(max(0.0, target_wall - time.monotonic()))
             if self.dead or self.hung:
                 continue
             for req, n, finished in eng.finish(step):
