@@ -108,6 +108,12 @@ def cmd_bench(args):
             sum(pss) / n / 1024, pss[-1] / 1024, procs[0], procs[-1]))  # fmt: skip
         print("  memory per idle host, RSS: %6.1f MB mean, %.1f MB max" % (sum(rss) / n / 1024, rss[-1] / 1024))
         print("  plus conmon per host, RSS: %6.1f MB mean" % (sum(conmon) / n / 1024))
+        cg = [m["cgroup_kib"] for m in mem.values() if m["cgroup_kib"] is not None]
+        if cg:
+            print(
+                "  memory cgroup per host:    %6.1f MB mean (page cache and tmpfs included)"
+                % (sum(cg) / len(cg) / 1024)
+            )
     finally:
         t = time.monotonic()
         ops.down()

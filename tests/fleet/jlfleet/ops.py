@@ -424,8 +424,9 @@ def down(final_check=True, purge=False, keep_machine_state=False):
         shutil.rmtree(config.FLEET_STATE, ignore_errors=True)
         if os.path.exists(config.FLEET_STATE):
             problems.append("could not remove %s" % config.FLEET_STATE)
-    if purge and os.path.isdir(config.PODMAN_DIR):
-        shutil.rmtree(config.PODMAN_DIR, ignore_errors=True)
+    if purge:
+        for d in (config.PODMAN_DIR, config.BUILD_DIR):
+            shutil.rmtree(d, ignore_errors=True)
     # what is left?
     left = []
     if not purge and _fleet_containers():
@@ -518,11 +519,25 @@ def _mem_kib(pid):
     return rss, pss
 
 
+def _cgroup_memory_kib(pid):
+    """memory.usage_in_bytes of the pid's memory cgroup (cgroup v1), page cache and tmpfs included."""
+    try:
+        with open("/proc/%d/cgroup" % pid) as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if "memory" in controllers.split(","):
+                    with open("/sys/fs/cgroup/memory%s/memory.usage_in_bytes" % path) as g:
+                        return int(g.read()) // 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def host_memory(state):
-    """Per host: RSS and PSS (KiB) of the processes inside the container, and of its conmon."""
+    """Per host: RSS and PSS (KiB) of the processes inside the container, its cgroup usage and conmon's RSS."""
     out = {}
     for h in state["hosts"]:
-        _pid, conmon, pids = _container_pids(h["container"])
+        pid, conmon, pids = _container_pids(h["container"])
         rss = pss = 0
         for p in pids:
             r, s = _mem_kib(p)
@@ -535,5 +550,6 @@ def host_memory(state):
             "pss_kib": pss,
             "conmon_rss_kib": crss,
             "conmon_pss_kib": cpss,
+            "cgroup_kib": _cgroup_memory_kib(pid) if pid else None,
         }
     return out
