@@ -412,13 +412,14 @@ def down(final_check=True, purge=False, keep_machine_state=False):
             os.rmdir("/run/runc")
         except OSError as exc:
             problems.append("/run/runc not empty: %s" % exc)
-    # Only what podman itself leaves there, and only if the directory did not exist before the
-    # fleet: another podman user on the machine may keep its store under /var/lib/containers.
+    # Only what podman itself leaves there, only if the directory did not exist before the fleet,
+    # and only while no other podman user keeps a store there (anything besides the cache).
     for path, known in (("/run/containers", ()), ("/var/lib/containers", ("cache/blob-info-cache-v1.boltdb",))):
         if not pre.get(path, True) and os.path.isdir(path):
-            for rel in known:
-                if os.path.isfile(os.path.join(path, rel)):
-                    os.unlink(os.path.join(path, rel))
+            if set(os.listdir(path)) <= {"cache"}:
+                for rel in known:
+                    if os.path.isfile(os.path.join(path, rel)):
+                        os.unlink(os.path.join(path, rel))
             _rmdir_empty(path)
     if os.path.isdir(config.FLEET_STATE):
         shutil.rmtree(config.FLEET_STATE, ignore_errors=True)
