@@ -268,3 +268,11 @@ def test_step_time_model_shapes():
     assert perf.decode_step(8, 512, k=3) > 3 * perf.decode_step(8, 512)  # 32 tokens: compute-bound
     rng = random.Random(0)
     assert all(math.isfinite(perf.decode_step(rng.randint(1, 64), rng.randint(1, 8192))) for _ in range(20))
+
+
+def test_ngram_helps_code_more_than_chat():
+    spec = {"method": "ngram", "num_speculative_tokens": 3}
+    code = bench("agx-orin-64gb", "Qwen/Qwen3-8B", spec, 1, prompts=prompts.CODE, num_prompts=6, max_tokens=128)
+    chat = bench("agx-orin-64gb", "Qwen/Qwen3-8B", spec, 1, num_prompts=6, max_tokens=128)
+    assert code["spec_decode_acceptance_length"] > chat["spec_decode_acceptance_length"] > 1.0
+    assert code["spec_decode"]["num_draft_tokens"] == 3 * code["spec_decode"]["num_drafts"]

@@ -240,3 +240,13 @@ def test_speculators_checkpoint_as_model_before_0_10_1(sim_env):
     proc = serve(sim_env({"version": "0.10.0"}), "RedHatAI/Qwen3-8B-speculator.eagle3", "--max-model-len", "4096")
     assert proc.returncode == 1
     assert "Model architectures ['Eagle3Speculator'] are not supported for now." in proc.stderr
+
+
+def test_max_model_len_auto_fits_the_kv_cache(sim_env, start_server):
+    """0.14+: ``--max-model-len auto`` takes the longest context the KV cache can hold."""
+    env = sim_env({"version": "0.14.0"}, total_gib=30.0, available_gib=29.0)
+    server = start_server([LLAMA, "--max-model-len", "auto", "--gpu-memory-utilization", "0.6"], env)
+    fitted = server.json("GET", "/v1/models")[1]["data"][0]["max_model_len"]
+    tokens = int(re.search(r"GPU KV cache size: ([\d,]+) tokens", server.log).group(1).replace(",", ""))
+    assert fitted == min(tokens, 131072) and fitted < 131072
+    assert f"Maximum concurrency for {fitted:,} tokens per request: 1.00x" in server.log
