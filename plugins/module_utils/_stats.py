@@ -693,10 +693,8 @@ def _confirm(entry, th, warnings):
     """Cross-check a conclusive t interval with the paired bootstrap; downgrade on disagreement.
 
     Only the intervals that decide the trial or close a concurrency level are cross-checked.
-    Returns whether the entry's status stands.
+    Called for entries whose status is ``above`` or ``below``; returns whether the status stands.
     """
-    if entry["status"] not in ("above", "below"):
-        return False
     if entry["bootstrap"] is not None or not th["bootstrap_resamples"]:
         return True
     base, spec, transform, strict_above = entry["_cross"]
@@ -938,7 +936,8 @@ def verdict(blocks, **thresholds):
     plan = _plan(counts, open_levels)
     budget_reached = False
     if decision is None:
-        exhausted = all(min(counts[c].values()) >= th["max_rounds"] for c in open_levels)
+        # a level that is still open after max_rounds pairs can no longer be settled: keep is out of reach
+        exhausted = any(min(counts[c].values()) >= th["max_rounds"] for c in open_levels)
         at_boundary = all(counts[c][BASELINE] == counts[c][SPECULATIVE] for c in open_levels)
         size = {1: th["requests_c1"], high: th["requests_c8"]}
         cost = sum(size[c] for _, c in plan)
@@ -1205,9 +1204,7 @@ def choose_k(blocks, confidence=0.95, tie_tolerance=0.01):
         spec = sorted(spec, key=lambda b: b["index"])
         if len(base) < 1 or len(base) + len(spec) < 4:
             raise StatsError("k=%d needs at least 4 blocks with the baseline (has %d)" % (k, len(base) + len(spec)))
-        iv = _interval(base, spec, "output_throughput", confidence)
-        if iv["ci"] is None:
-            raise StatsError("k=%d has too few blocks for an interval" % k)
+        iv = _interval(base, spec, "output_throughput", confidence)  # >= 4 blocks: df >= 1
         rows.append(
             {
                 "k": k,

@@ -95,6 +95,14 @@ def test_t_rejects_bad_degrees_of_freedom(bad):
         _stats.t_cdf(1.0, bad)
 
 
+def test_incomplete_beta_limits_and_a_closed_form():
+    assert _stats._betainc(2.0, 3.0, 0.0, 1.0) == 0.0
+    assert _stats._betainc(2.0, 3.0, 1.0, 0.0) == 1.0
+    # I_x(1, b) = 1 - (1 - x)^b, on both sides of the continued fraction's switch point
+    for x in (0.1, 0.5, 0.9):
+        assert _stats._betainc(1.0, 3.0, x, 1 - x) == pytest.approx(1 - (1 - x) ** 3, rel=1e-12)
+
+
 def test_t_isf_rejects_bad_tail():
     with pytest.raises(_stats.StatsError, match="tail probability"):
         _stats.t_isf(0.0, 3)
@@ -133,6 +141,8 @@ def test_spending_shapes():
     assert _stats.spent_alpha(1.0, 0.05, "pocock") == pytest.approx(0.05)
     assert _stats.spent_alpha(1.0, 0.05, "obrien_fleming") == pytest.approx(0.05)
     assert _stats.spent_alpha(0.0, 0.05, "pocock") == 0.0
+    assert _stats.spent_alpha(0.5, 0.05, "bonferroni") == pytest.approx(0.025)
+    assert _stats.spent_alpha(2.0, 0.05, "bonferroni") == pytest.approx(0.05)  # clipped to t = 1
     # O'Brien-Fleming at t = 1/4: 2 - 2 Phi(1.959964 * 2)
     assert _stats.spent_alpha(0.25, 0.05, "obrien_fleming") == pytest.approx(8.857e-5, rel=1e-3)
 

@@ -187,6 +187,27 @@ def test_inconclusive_at_max_requests():
     assert _stats.verdict(blocks, max_requests=192)["decision"] == "continue"
 
 
+def test_inconclusive_reason_names_only_the_open_questions():
+    # the gain is clearly above 10 % but the TPOT reduction is not shown (TPOT unchanged)
+    blocks = measured(3, g1=0.5, q1=0.0, g8=0.2, noise=0.02, seed=2)
+    v = _stats.verdict(blocks, max_rounds=3)
+    assert v["gain_c1"]["status"] == "above" and v["tpot_reduction_c1"]["status"] == "inconclusive"
+    assert v["label"] == "revert (inconclusive)"
+    open_part = v["reason"].split(": ", 1)[1].split("; reverting")[0]
+    assert "median TPOT at c=1" in open_part and "vs no change" in open_part
+    assert "throughput at c=1" not in open_part
+    # c=1 still open after max_rounds pairs: keep is out of reach, so the trial ends without
+    # measuring c=8 any further, and the reason says what c=8 showed
+    only_c1 = measured(10, g1=0.10, q1=0.08, noise=0.05, levels=(1,), seed=3)
+    v = _stats.verdict(only_c1)
+    assert v["label"] == "revert (inconclusive)" and v["next_blocks"] == []
+    assert "throughput at c=8 not measured" in v["reason"]
+    with_one_c8_pair = [*only_c1, block(B, 8, 100, 140.0, 50.0), block(S, 8, 101, 150.0, 50.0)]
+    v = _stats.verdict(with_one_c8_pair)
+    assert "throughput at c=8 +7.1 % (no interval yet)" in v["reason"]
+    assert _stats.verdict(only_c1[:-4])["decision"] == "continue"
+
+
 def test_c1_settled_measures_only_c8_and_reverts_when_c8_stays_open():
     blocks = measured(3, g1=0.6, q1=0.4, g8=-0.05, noise=0.03, seed=1)
     v = _stats.verdict(blocks)
