@@ -695,8 +695,10 @@ def _confirm(entry, th, warnings):
     Only the intervals that decide the trial or close a concurrency level are cross-checked.
     Called for entries whose status is ``above`` or ``below``; returns whether the status stands.
     """
-    if entry["bootstrap"] is not None or not th["bootstrap_resamples"]:
+    if not th["bootstrap_resamples"]:
         return True
+    if entry["bootstrap"] is not None:  # already cross-checked (and possibly downgraded)
+        return entry["status"] in ("above", "below")
     base, spec, transform, strict_above = entry["_cross"]
     threshold, conf, metric = entry["threshold"], entry["confidence"], entry["metric"]
     diffs = _log_diffs(base, spec, metric)
