@@ -230,7 +230,7 @@ def _t_isf(q, df):
             raise StatsError("t quantile out of range (q=%r, df=%r)" % (q, df))
     x = 0.5 * (lo + hi)
     target = math.log(q)
-    for _ in range(200):
+    for _iteration in range(200):
         sf = t_sf(x, df)
         if sf > q:
             lo = x
@@ -588,7 +588,7 @@ def _check_thresholds(user):
         th["max_requests"] = _number(th["max_requests"], "max_requests", integer=True)
         if th["max_requests"] < th["min_rounds"] * round_cost:
             raise StatsError(
-                "max_requests (%d) must allow min_rounds (%d) full rounds of %d requests (%d)"
+                "max_requests (%s) must allow min_rounds (%d) full rounds of %d requests (%d)"
                 % (th["max_requests"], th["min_rounds"], round_cost, th["min_rounds"] * round_cost)
             )
     if not isinstance(th["seed"], (int, str)) or isinstance(th["seed"], bool):
@@ -942,7 +942,7 @@ def verdict(blocks, **thresholds):
         exhausted = any(min(counts[c].values()) >= th["max_rounds"] for c in open_levels)
         at_boundary = all(counts[c][BASELINE] == counts[c][SPECULATIVE] for c in open_levels)
         size = {1: th["requests_c1"], high: th["requests_c8"]}
-        cost = sum(size[c] for _, c in plan)
+        cost = sum(size[c] for _arm, c in plan)
         over = th["max_requests"] is not None and at_boundary and requests_spent + cost > th["max_requests"]
         budget_reached = exhausted or over
         if budget_reached:
@@ -1152,19 +1152,19 @@ def k_sweep(candidates, acceptance_rates, draft_cost, num_drafts=None, confidenc
             }
         )
     best = max(predictions, key=lambda p: (p["speedup"], -p["k"]))
-    bar = reference if reference is not None else best["speedup"]
+    best_speedup = reference if reference is not None else best["speedup"]
     for p in predictions:
         if p["speedup_optimistic"] <= 1.0:
             p["pruned"], p["reason"] = (
                 True,
                 "even the optimistic prediction %.3fx is no speedup" % p["speedup_optimistic"],
             )
-        elif p["speedup_optimistic"] < (1.0 - margin) * bar:
+        elif p["speedup_optimistic"] < (1.0 - margin) * best_speedup:
             p["pruned"] = True
             p["reason"] = "optimistic prediction %.3fx is more than %g %% below the best %.3fx" % (
                 p["speedup_optimistic"],
                 100.0 * margin,
-                bar,
+                best_speedup,
             )
         else:
             p["pruned"], p["reason"] = False, ""
