@@ -179,15 +179,17 @@ def simulator_cell(task):
     si, ni, reps, seed, thermal, tau, truth_keep = task
     scenario, noise = SCENARIOS[si], NOISES[ni]
     rng = random.Random("%d:%d:%d" % (seed, si, ni))
-    verdicts = [ours(scenario, noise, rng, thermal, tau) for _ in range(reps)]
-    pub = [published(scenario, noise, rng, thermal, tau) for _ in range(reps)]
+    verdicts = [ours(scenario, noise, rng, thermal, tau) for _trial in range(reps)]
+    pub = [published(scenario, noise, rng, thermal, tau) for _trial in range(reps)]
     return summarise(verdicts, truth_keep), pub
 
 
 def synthetic_cell(task):
     ci, ni, reps, seed, g1, g8, truth_keep = task
     rng = random.Random("%d:synthetic:%d:%d" % (seed, ci, ni))
-    verdicts = [_stats.SequentialTrial().run(synthetic_measure(rng, g1, g8, NOISES[ni], 0.05)) for _ in range(reps)]
+    verdicts = [
+        _stats.SequentialTrial().run(synthetic_measure(rng, g1, g8, NOISES[ni], 0.05)) for _trial in range(reps)
+    ]
     return summarise(verdicts, truth_keep)
 
 
@@ -196,7 +198,7 @@ def pct(count, n):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", "50")))
     parser.add_argument("--synthetic-reps", type=int, default=int(os.environ.get("BENCH_SYNTHETIC_REPS", "300")))
     parser.add_argument("--seed", type=int, default=2024)

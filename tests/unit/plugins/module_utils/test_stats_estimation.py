@@ -40,8 +40,8 @@ def blocks_from(base, spec, concurrency=1, order=None, start=0):
 
 def exact_ols(points):
     """Independent reference: normal equations of log(y) ~ 1 + index + arm in exact rationals."""
-    rows = [(Fraction(1), Fraction(t), Fraction(1 if arm else 0)) for t, arm, _ in points]
-    ys = [Fraction(math.log(v)) for _, _, v in points]
+    rows = [(Fraction(1), Fraction(t), Fraction(1 if arm else 0)) for t, arm, _value in points]
+    ys = [Fraction(math.log(v)) for _index, _arm, v in points]
     xtx = [[sum(r[i] * r[j] for r in rows) for j in range(3)] for i in range(3)]
     xty = [sum(r[i] * y for r, y in zip(rows, ys)) for i in range(3)]
     # Gauss-Jordan inverse of X'X
@@ -269,8 +269,8 @@ def test_interval_coverage_under_drift():
     rng = random.Random(20240611)
     covered = 0
     trials = 1000
-    for _ in range(trials):
-        noise = [rng.gauss(0, 0.05) for _ in range(12)]
+    for _trial in range(trials):
+        noise = [rng.gauss(0, 0.05) for _block in range(12)]
         blocks = synthetic(noise, 0.2, drift=-0.01)
         lo, hi = _stats.compare(blocks, confidence=0.95)["ci"]
         covered += lo <= 0.2 <= hi

@@ -43,7 +43,7 @@ def simulate(g1, g8, sigma, trials, seed, **thresholds):
     c8_ok = thresholds.get("high_concurrency", 8) is None or g8 >= -thresholds.get("c8_tolerance", 0.05)
     truth_keep = g1 >= thresholds.get("min_gain", 0.10) and c8_ok
     out = {"wrong": 0, "inconclusive": 0, "keep": 0, "requests": 0.0}
-    for _ in range(trials):
+    for _trial in range(trials):
         v = _stats.SequentialTrial(**thresholds).run(make_measure(rng, g1, g8, sigma))
         if v["label"] == "revert (inconclusive)":
             out["inconclusive"] += 1
@@ -97,7 +97,7 @@ def test_without_error_spending_the_wrong_keep_rate_grows():
     trials = 400
     spent = simulate(0.099, 0.0, 0.03, trials, seed=14, high_concurrency=None)
     rng = random.Random(14)
-    naive = sum(naive_repeated_looks(rng, 0.099, 0.03) == "keep" for _ in range(trials))
+    naive = sum(naive_repeated_looks(rng, 0.099, 0.03) == "keep" for _trial in range(trials))
     assert spent["keep"] <= 0.025 * trials  # one-sided alpha / 2 at the threshold itself
     assert naive >= 2 * spent["keep"] + 0.02 * trials
 
@@ -117,7 +117,7 @@ def test_strong_drift_does_not_cause_wrong_decisions():
     rng = random.Random(18)
     wrong = 0
     for g1, truth in ((0.05, "revert"), (0.15, "keep")):
-        for _ in range(trials):
+        for _trial in range(trials):
             measure = make_measure(rng, g1, 0.05, 0.02, drift_total=0.15)
             v = _stats.SequentialTrial().run(measure)
             if v["label"] != "revert (inconclusive)" and v["decision"] != truth:

@@ -322,7 +322,7 @@ def replay(rounds_to_run, **th):
     """Blocks produced by following next_blocks; returns the (arm, concurrency) sequence."""
     blocks = []
     seq = []
-    for _ in range(rounds_to_run * 4):
+    for _step in range(rounds_to_run * 4):
         v = _stats.verdict(blocks, **th)
         if v["decision"] != "continue":
             break
