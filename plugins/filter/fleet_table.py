@@ -4,7 +4,7 @@
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+__metaclass__ = type
 
 DOCUMENTATION = r"""
 name: fleet_table
@@ -41,8 +41,8 @@ _value:
   elements: str
 """
 
-from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._report import table  # noqa: E402
+from ansible.errors import AnsibleFilterError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._report import table
 
 
 def fleet_table(results, missing=None):

@@ -4,7 +4,7 @@
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+__metaclass__ = type
 
 DOCUMENTATION = r"""
 name: fleet_timing
@@ -13,8 +13,8 @@ version_added: 0.1.0
 author:
   - Jetson LLM maintainers (@jetson-llm)
 description:
-  - From the per-host results, the wall time of the run and the share of the hosts' time spent waiting on
-    vLLM restarts (readiness) and on benchmarks, the rest being Ansible's own overhead.
+  - From the per-host results, the wall time of the run and the part of it in which at least one device was
+    restarting vLLM (until ready) or benchmarking; the rest of the wall time is Ansible's own overhead.
 options:
   _input:
     description: Per-host results (C(hostvars[host].__speculative_decoding_result)).
@@ -34,12 +34,12 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(wall_s), C(host_seconds), C(waiting_seconds), C(waiting_share), C(ansible_overhead_share), C(text).
+  description: C(wall_s), C(waiting_seconds), C(restart_seconds), C(benchmark_seconds), C(waiting_share), C(ansible_overhead_share), C(text).
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._report import timing  # noqa: E402
+from ansible.errors import AnsibleFilterError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._report import timing
 
 
 def fleet_timing(results, started=None):

@@ -4,7 +4,7 @@
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+__metaclass__ = type
 
 DOCUMENTATION = r"""
 name: model_info
@@ -38,8 +38,8 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._catalog import (  # noqa: E402
+from ansible.errors import AnsibleFilterError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._catalog import (
     CatalogError,
     merged_catalog,
 )

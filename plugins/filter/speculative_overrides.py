@@ -4,7 +4,7 @@
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+__metaclass__ = type
 
 DOCUMENTATION = r"""
 name: speculative_overrides
@@ -51,8 +51,8 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (  # noqa: E402
+from ansible.errors import AnsibleFilterError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (
     OVERRIDE_KEYS,
     SpecdecError,
     validate_overrides,
@@ -70,9 +70,7 @@ def speculative_overrides(variables, host="", known=None, prefix="speculative_de
     host = str(host or "")
     where = "host {}: ".format(host) if host else ""
     allowed = set(prefix + key for key in OVERRIDE_KEYS) | set(known or [])
-    unknown = sorted(
-        str(name) for name in variables if str(name).startswith(prefix) and str(name) not in allowed
-    )
+    unknown = sorted(str(name) for name in variables if str(name).startswith(prefix) and str(name) not in allowed)
     if unknown:
         raise AnsibleFilterError(
             "{}{}: unknown variable {}; known variables: {}".format(

@@ -4,7 +4,7 @@
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+__metaclass__ = type
 
 DOCUMENTATION = r"""
 name: vllm_serve_argv
@@ -62,8 +62,8 @@ _value:
   elements: str
 """
 
-from ansible.errors import AnsibleFilterError  # noqa: E402
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (  # noqa: E402
+from ansible.errors import AnsibleFilterError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (
     SpecdecError,
     serve_argv,
 )

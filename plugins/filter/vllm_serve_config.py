@@ -103,7 +103,7 @@ _value:
     gpu-memory-utilization: 0.7
     max-model-len: 8192
     speculative-config: "{\"draft_tensor_parallel_size\":1,\"method\":\"eagle3\",\"model\":\"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\",\"num_speculative_tokens\":5}"
-"""  # noqa: E501 - the sample line is as long as the real file's
+"""
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (

@@ -1003,9 +1003,17 @@ def run_benchmark(
 ):
     """Readiness check, then one ``run_level`` per concurrency; returns the result document.
 
+    ``num_prompts`` is one count for every concurrency level, or a list with one count per level.
+
     ``deadline`` (seconds) bounds the whole call. ``on_run(run)`` is called after each level (the
     module uses it to keep partial results for its failure report).
     """
+    if isinstance(num_prompts, (list, tuple)):
+        counts = [int(n) for n in num_prompts]
+        if len(counts) != len(concurrency):
+            raise BenchError("num_prompts lists %d counts for %d concurrency levels" % (len(counts), len(concurrency)))
+    else:
+        counts = [int(num_prompts)] * len(concurrency)
     end = clock() + float(deadline)
     server = Server(url, api_key=api_key, timeout=min(float(timeout), 30.0))
     ready = wait_ready(server, model, timeout=min(float(ready_timeout), float(deadline)))
@@ -1026,7 +1034,7 @@ def run_benchmark(
         "config": {
             "input_len": None,
             "output_len": int(output_len),
-            "num_prompts": int(num_prompts),
+            "num_prompts": counts[0] if len(set(counts)) == 1 else counts,
             "num_warmups": int(num_warmups),
             "concurrency": [int(c) for c in concurrency],
             "endpoint": endpoint,
@@ -1042,14 +1050,14 @@ def run_benchmark(
         "runs": [],
         "warnings": [],
     }
-    for level in concurrency:
+    for level, count in zip(concurrency, counts):
         if clock() >= end:
             raise BenchError("run deadline of %.0f s reached before concurrency %d started" % (deadline, level))
         run = run_level(
             server,
             served,
             int(level),
-            int(num_prompts),
+            count,
             num_warmups=int(num_warmups),
             output_len=int(output_len),
             endpoint=endpoint,

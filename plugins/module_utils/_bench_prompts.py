@@ -586,7 +586,7 @@ def by_id(prompt_id):
 def order(seed):
     """Return the ids of every prompt in a seed-determined order (the same on every Python >= 3.8)."""
     ids = [item["id"] for item in PROMPTS]
-    rng = random.Random("jetson_llm.speculative/prompts/%d" % int(seed))  # noqa: S311 - not for security
+    rng = random.Random("jetson_llm.speculative/prompts/%d" % int(seed))
     rng.shuffle(ids)
     return ids
 

@@ -26,7 +26,7 @@ on hardware before relying on them for more than tests.
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+__metaclass__ = type
 
 import re
 

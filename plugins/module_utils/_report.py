@@ -87,25 +87,51 @@ def table(results, missing=None):
     return lines
 
 
+def union_seconds(intervals):
+    """Total length of the union of [start, end] intervals (overlaps counted once)."""
+    spans = sorted((float(i[-2]), float(i[-1])) for i in intervals or [] if float(i[-1]) > float(i[-2]))
+    total, cur_start, cur_end = 0.0, None, None
+    for start, end in spans:
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total
+
+
 def timing(results, started=None, now=None):
-    """Wall time of the run and how much of each host's time went to restarts and benchmarks."""
+    """Wall time of the run and how much of it was spent waiting on vLLM restarts and benchmarks.
+
+    Each host records the intervals it spent restarting vLLM (until ready) and benchmarking. Their union
+    over all hosts is the time in which at least one device was doing real work the rollout had to wait
+    for; the rest of the wall time is Ansible's own overhead (connections, task dispatch, templating).
+    """
     now = time.time() if now is None else now
     wall = None if started in (None, "") else max(0.0, now - float(started))
-    host_time = sum(float(r.get("elapsed_s") or 0) for r in results or [])
-    waiting = sum(float(r.get("wait_s") or 0) for r in results or [])
-    share = waiting / host_time if host_time > 0 else None
+    intervals = [i for r in results or [] for i in (r.get("intervals") or [])]
+    waiting = union_seconds(intervals)
+    restarts = union_seconds([i for i in intervals if i[0] == "restart"])
+    benchmarks = union_seconds([i for i in intervals if i[0] == "benchmark"])
+    share = waiting / wall if wall else None
     return {
         "wall_s": None if wall is None else round(wall, 1),
-        "host_seconds": round(host_time, 1),
         "waiting_seconds": round(waiting, 1),
+        "restart_seconds": round(restarts, 1),
+        "benchmark_seconds": round(benchmarks, 1),
         "waiting_share": None if share is None else round(share, 3),
         "ansible_overhead_share": None if share is None else round(1.0 - share, 3),
         "text": (
-            "wall time %s s; of %.0f host-seconds, %.0f (%s) waiting on vLLM restarts and benchmarks, %s Ansible's own"
+            "wall time %s s: %.0f s waiting on vLLM restarts (%.0f s) and on-device benchmarks (%.0f s) on at least "
+            "one host (%s), %s Ansible's own overhead"
             % (
                 "?" if wall is None else "%.0f" % wall,
-                host_time,
                 waiting,
+                restarts,
+                benchmarks,
                 "-" if share is None else "%.0f%%" % (100 * share),
                 "-" if share is None else "%.0f%%" % (100 * (1 - share)),
             )

@@ -402,7 +402,7 @@ def paired_bootstrap(diffs, confidence, resamples=2000, seed=0):
 @functools.lru_cache(maxsize=256)
 def _bootstrap(values, confidence, resamples, seed):
     n = len(values)
-    draws = random.Random(seed).choices(values, k=n * resamples)  # noqa: S311 - resampling, not cryptography
+    draws = random.Random(seed).choices(values, k=n * resamples)
     means = sorted(sum(draws[i : i + n]) / n for i in range(0, n * resamples, n))
     alpha = 1.0 - confidence
     return _percentile(means, alpha / 2.0), _percentile(means, 1.0 - alpha / 2.0)

@@ -4,7 +4,7 @@
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type  # noqa: UP001 - ansible-test boilerplate
+__metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
@@ -236,10 +236,10 @@ ansible_facts:
           sample: []
 """
 
-import os  # noqa: E402 - modules import after their documentation strings
+import os
 
-from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._jetson import detect  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._jetson import detect
 
 _READ_LIMIT = 1 << 20
 _MAX_LINKS = 40

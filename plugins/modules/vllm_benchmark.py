@@ -85,6 +85,13 @@ options:
     description: Number of measured requests per concurrency level.
     type: int
     default: 50
+  num_prompts_per_level:
+    description:
+      - Number of measured requests for each concurrency level, in the order of O(concurrency); overrides
+        O(num_prompts). Lets one call measure, for example, 8 requests at concurrency 1 and 32 at concurrency 8.
+    type: list
+    elements: int
+    version_added: 0.1.0
   num_warmups:
     description:
       - Number of warm-up requests before each concurrency level. They are not counted.
@@ -217,6 +224,14 @@ msg:
   returned: check mode
   type: str
   sample: Check mode - the benchmark sends load to the server and is not run.
+started_at:
+  description: When the module started (readiness check included), in seconds since the epoch.
+  returned: success
+  type: float
+finished_at:
+  description: When the last level finished, in seconds since the epoch.
+  returned: success
+  type: float
 result_file:
   description: Path of the saved result JSON on the managed host; null without O(result_dir).
   returned: success
@@ -647,6 +662,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from datetime import datetime, timezone
 
 from ansible.module_utils.basic import AnsibleModule
@@ -709,6 +725,17 @@ def validate(params):
         errors.append("concurrency must list at least one level")
     elif any(c < 1 for c in levels):
         errors.append("concurrency levels must be >= 1, got %s" % levels)
+    per_level = params.get("num_prompts_per_level")
+    if per_level is not None:
+        if len(per_level) != len(params["concurrency"]):
+            errors.append(
+                "num_prompts_per_level must list one count per concurrency level (%d), got %d"
+                % (len(params["concurrency"]), len(per_level))
+            )
+        if any(n < 1 for n in per_level):
+            errors.append("num_prompts_per_level counts must be >= 1, got %s" % per_level)
+        if per_level and min(per_level) < params["blocks"]:
+            errors.append("blocks must not exceed the smallest count of num_prompts_per_level (%d)" % min(per_level))
     if params["num_prompts"] < 1:
         errors.append("num_prompts must be >= 1, got %d" % params["num_prompts"])
     if params["num_warmups"] < 0:
@@ -737,6 +764,7 @@ def main():
             api_key=dict(type="str", no_log=True),
             concurrency=dict(type="list", elements="int", default=[1, 8]),
             num_prompts=dict(type="int", default=50),
+            num_prompts_per_level=dict(type="list", elements="int"),
             num_warmups=dict(type="int", default=10),
             output_len=dict(type="int", default=128),
             endpoint=dict(type="str", default="chat", choices=["chat", "completions"]),
@@ -760,13 +788,14 @@ def main():
         module.exit_json(changed=False, skipped=True, msg=CHECK_MODE_MSG)
 
     finished = []
+    started_at = time.time()
     try:
         result = _bench.run_benchmark(
             url=params["url"],
             model=params["model"],
             api_key=params["api_key"],
             concurrency=params["concurrency"],
-            num_prompts=params["num_prompts"],
+            num_prompts=params["num_prompts_per_level"] or params["num_prompts"],
             num_warmups=params["num_warmups"],
             output_len=params["output_len"],
             endpoint=params["endpoint"],
@@ -795,6 +824,8 @@ def main():
         module.warn(warning)
     output = dict(result)
     output.pop("warnings")
+    output["started_at"] = round(started_at, 3)
+    output["finished_at"] = round(time.time(), 3)
     module.exit_json(changed=result_file is not None, result_file=result_file, **output)
 
 

@@ -119,6 +119,10 @@ elapsed:
   description: Seconds spent waiting.
   returned: always
   type: float
+started_at:
+  description: When waiting began, in seconds since the epoch (the wait spans RV(started_at) to RV(started_at) + RV(elapsed)).
+  returned: always
+  type: float
 journal_tail:
   description: Last lines of the unit's journal since O(since) (only when not ready and O(service) is set).
   returned: always
@@ -198,6 +202,7 @@ class Waiter:
             time.sleep(max(0.05, min(p["delay"], deadline - time.time())))
         elapsed = round(time.time() - start, 3)
         result = {
+            "started_at": round(start, 3),
             "ready": last["state"] == "ready",
             "state": "ready" if last["state"] == "ready" else (stop_state or last["state"]),
             "cause": None,

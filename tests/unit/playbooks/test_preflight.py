@@ -60,8 +60,8 @@ def write_inventory(tmp_path, host_vars):
     inv = {
         "all": {
             "children": {
-                "jetson": {"hosts": {"dev-1": dict({"ansible_host": "192.0.2.50"}, **host_vars)}},
-                "jetson_canary": {"hosts": {"dev-1": None}},
+                "specdec_fleet": {"hosts": {"dev-1": dict({"ansible_host": "192.0.2.50"}, **host_vars)}},
+                "specdec_canary": {"hosts": {"dev-1": None}},
             }
         }
     }
@@ -113,8 +113,8 @@ def test_canary_outside_the_fleet_is_refused(tmp_path):
     inv = {
         "all": {
             "children": {
-                "jetson": {"hosts": {"dev-1": dict(GOOD, ansible_host="192.0.2.50")}},
-                "jetson_canary": {"hosts": {"stray": {"ansible_host": "192.0.2.51"}}},
+                "specdec_fleet": {"hosts": {"dev-1": dict(GOOD, ansible_host="192.0.2.50")}},
+                "specdec_canary": {"hosts": {"stray": {"ansible_host": "192.0.2.51"}}},
             }
         }
     }

@@ -157,6 +157,15 @@ def test_baseline_has_every_metric_and_no_acceptance(sim):
         assert run["warnings"] == []
 
 
+def test_counts_per_concurrency_level(sim):
+    server = sim()
+    result = bench(server.url, num_prompts=[3, 8])
+    assert [(r["concurrency"], r["completed"]) for r in result["runs"]] == [(1, 3), (4, 8)]
+    assert result["config"]["num_prompts"] == [3, 8]
+    with pytest.raises(_bench.BenchError, match="lists 1 counts for 2 concurrency levels"):
+        bench(server.url, num_prompts=[3])
+
+
 def test_speculation_reports_acceptance_and_same_greedy_text(sim):
     base = sim()
     baseline = bench(base.url, concurrency=(1,))

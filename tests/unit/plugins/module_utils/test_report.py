@@ -49,14 +49,22 @@ def test_table_rows_and_counts():
     assert lines[4].startswith("c-gone: no result")
 
 
-def test_timing_shares():
-    results = [{"elapsed_s": 100, "wait_s": 85}, {"elapsed_s": 50, "wait_s": 40}]
-    t = r.timing(results, started=1000.0, now=1130.0)
-    assert t["wall_s"] == 130.0
-    assert t["host_seconds"] == 150.0 and t["waiting_seconds"] == 125.0
-    assert t["waiting_share"] == round(125 / 150, 3)
-    assert t["ansible_overhead_share"] == round(1 - 125 / 150, 3)
-    assert "83%" in t["text"] and "17% Ansible" in t["text"]
+def test_union_counts_overlaps_once():
+    assert r.union_seconds([["a", 0, 10], ["b", 5, 12], ["c", 20, 25], ["d", 21, 22], ["e", 30, 30]]) == 17.0
+    assert r.union_seconds([]) == 0.0
+
+
+def test_timing_from_intervals_across_hosts():
+    results = [
+        {"intervals": [["restart", 1000, 1010], ["benchmark", 1010, 1050]]},
+        {"intervals": [["restart", 1005, 1020], ["benchmark", 1060, 1080]]},
+    ]
+    t = r.timing(results, started=1000.0, now=1100.0)
+    assert t["wall_s"] == 100.0
+    assert t["waiting_seconds"] == 70.0  # 1000-1050 and 1060-1080
+    assert t["restart_seconds"] == 20.0 and t["benchmark_seconds"] == 60.0
+    assert t["waiting_share"] == 0.7 and t["ansible_overhead_share"] == 0.3
+    assert "70%" in t["text"] and "30% Ansible" in t["text"]
 
 
 def test_timing_without_data():
