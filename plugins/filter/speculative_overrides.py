@@ -65,8 +65,8 @@ def speculative_overrides(variables, host="", known=None, prefix="speculative_de
     if not isinstance(variables, dict):
         try:
             variables = dict(variables)
-        except (TypeError, ValueError):
-            raise AnsibleFilterError("The input of the {} filter must be a dict of variables".format(_FQCN))
+        except (TypeError, ValueError) as exc:
+            raise AnsibleFilterError("The input of the {} filter must be a dict of variables".format(_FQCN)) from exc
     host = str(host or "")
     where = "host {}: ".format(host) if host else ""
     allowed = set(prefix + key for key in OVERRIDE_KEYS) | set(known or [])

@@ -239,11 +239,7 @@ def speculative_plan_filter(
     min_headroom_gb=DEFAULT_MIN_HEADROOM_GB,
 ):
     if not isinstance(facts, dict):
-        raise AnsibleFilterError(
-            "The input of the {} filter must be a dictionary (ansible_facts.jetson); got {}".format(
-                _FQCN, type(facts).__name__
-            )
-        )
+        raise AnsibleFilterError("The input of the {} filter must be a dictionary (ansible_facts.jetson); got {}".format(_FQCN, type(facts).__name__))
     try:
         return plan(
             _plain(facts),

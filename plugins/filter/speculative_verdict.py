@@ -217,9 +217,7 @@ def _plain(value):
 
 def speculative_verdict_filter(blocks, **thresholds):
     if not isinstance(blocks, (list, tuple)):
-        raise AnsibleFilterError(
-            "The input of the {} filter must be a list of benchmark blocks; got {}".format(_FQCN, type(blocks).__name__)
-        )
+        raise AnsibleFilterError("The input of the {} filter must be a list of benchmark blocks; got {}".format(_FQCN, type(blocks).__name__))
     try:
         return verdict(_plain(blocks), **_plain(thresholds))
     except StatsError as exc:

@@ -64,9 +64,7 @@ _FQCN = "jetson_llm.speculative.systemd_quote"
 
 def systemd_quote_filter(argv, host=""):
     if not isinstance(argv, (list, tuple)):
-        raise AnsibleFilterError(
-            "The input of the {} filter must be a list of arguments; got {}".format(_FQCN, type(argv).__name__)
-        )
+        raise AnsibleFilterError("The input of the {} filter must be a list of arguments; got {}".format(_FQCN, type(argv).__name__))
     words = []
     for item in argv:
         if isinstance(item, str):

@@ -59,21 +59,13 @@ def trial_blocks(runs, segment, start, result_file=None):
     if not isinstance(runs, list) or not isinstance(segment, list):
         raise AnsibleFilterError("{}: runs and segment must be lists".format(_FQCN))
     if len(runs) != len(segment):
-        raise AnsibleFilterError(
-            "{}: the benchmark returned {} runs for {} blocks".format(_FQCN, len(runs), len(segment))
-        )
+        raise AnsibleFilterError("{}: the benchmark returned {} runs for {} blocks".format(_FQCN, len(runs), len(segment)))
     out = []
     for i, (run, block) in enumerate(zip(runs, segment)):
         if int(run.get("concurrency", -1)) != int(block["concurrency"]):
-            raise AnsibleFilterError(
-                "{}: run {} is at concurrency {}, the block at {}".format(
-                    _FQCN, i, run.get("concurrency"), block["concurrency"]
-                )
-            )
+            raise AnsibleFilterError("{}: run {} is at concurrency {}, the block at {}".format(_FQCN, i, run.get("concurrency"), block["concurrency"]))
         tagged = dict(run)
-        tagged.update(
-            arm=block["arm"], concurrency=int(block["concurrency"]), index=int(start) + i, result_file=result_file
-        )
+        tagged.update(arm=block["arm"], concurrency=int(block["concurrency"]), index=int(start) + i, result_file=result_file)
         out.append(tagged)
     return out
 

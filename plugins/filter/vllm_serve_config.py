@@ -102,7 +102,8 @@ _value:
     model: "meta-llama/Llama-3.1-8B-Instruct"
     gpu-memory-utilization: 0.7
     max-model-len: 8192
-    speculative-config: "{\"draft_tensor_parallel_size\":1,\"method\":\"eagle3\",\"model\":\"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\",\"num_speculative_tokens\":5}"
+    speculative-config: "{\"draft_tensor_parallel_size\":1,\"method\":\"eagle3\",\"model\":\"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\",\
+      \"num_speculative_tokens\":5}"
 """
 
 from ansible.errors import AnsibleFilterError
@@ -133,11 +134,7 @@ def _plain(value):
 
 def vllm_serve_config_filter(serve, plan=None, host=""):
     if not isinstance(serve, dict):
-        raise AnsibleFilterError(
-            "The input of the {} filter must be a dictionary of serve settings; got {}".format(
-                _FQCN, type(serve).__name__
-            )
-        )
+        raise AnsibleFilterError("The input of the {} filter must be a dictionary of serve settings; got {}".format(_FQCN, type(serve).__name__))
     try:
         return serve_config_yaml(_plain(serve), _plain(plan), host=str(host or ""))
     except SpecdecError as exc:

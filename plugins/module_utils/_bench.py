@@ -541,9 +541,7 @@ def check_run(run, url, max_failed_fraction=0.0, what="run"):
     first = (run.get("errors") or ["(no error text)"])[0]
     total = run["completed"] + run["failed"]
     if run["completed"] == 0:
-        raise BenchError(
-            "%s against %s completed no request (%d failed); first failure: %s" % (what, url, run["failed"], first)
-        )
+        raise BenchError("%s against %s completed no request (%d failed); first failure: %s" % (what, url, run["failed"], first))
     if total and run["failed"] / total > max_failed_fraction:
         raise BenchError(
             "%s against %s: %d of %d requests failed (max_failed_fraction %g); first failure: %s"
@@ -666,17 +664,12 @@ def spec_decode_fields(before, after):
     if before is None and after is None:
         return {}, []
     if before is None or after is None:
-        return {}, [
-            "speculative-decoding counters were readable only %s the run" % ("after" if before is None else "before")
-        ]
+        return {}, ["speculative-decoding counters were readable only %s the run" % ("after" if before is None else "before")]
     delta = {}
     for key in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
         delta[key] = after[key] - before[key]
         if delta[key] < 0:
-            raise BenchError(
-                "vllm:spec_decode counter %s went down during the run (%g -> %g): the server restarted"
-                % (key, before[key], after[key])
-            )
+            raise BenchError("vllm:spec_decode counter %s went down during the run (%g -> %g): the server restarted" % (key, before[key], after[key]))
     positions = sorted(set(before["per_pos"]) | set(after["per_pos"]))
     per_pos = []
     for pos in positions:
@@ -730,10 +723,7 @@ def wait_ready(server, model=None, timeout=60.0, interval=2.0, sleep=time.sleep)
             else:
                 status, body = server.get("/v1/models", timeout=min(server.timeout, 10.0))
                 if status in (401, 403):
-                    raise BenchError(
-                        "GET %s/v1/models returned HTTP %d: the api_key is missing or wrong (%s)"
-                        % (server.url, status, _snippet(body, 120))
-                    )
+                    raise BenchError("GET %s/v1/models returned HTTP %d: the api_key is missing or wrong (%s)" % (server.url, status, _snippet(body, 120)))
                 if status != 200:
                     raise _NotReady("GET /v1/models returned HTTP %d %s" % (status, _snippet(body, 120)))
                 try:
@@ -898,13 +888,10 @@ def run_level(
         warm_failed = [r for r in warm_records if not r["ok"]]
         if len(warm_failed) == len(warm_records):
             raise BenchError(
-                "every warm-up request against %s%s failed (%d); first failure: %s"
-                % (server.url, path, len(warm_failed), warm_failed[0]["error"])
+                "every warm-up request against %s%s failed (%d); first failure: %s" % (server.url, path, len(warm_failed), warm_failed[0]["error"])
             )
         if warm_failed:
-            warnings.append(
-                "%d of %d warm-up requests failed: %s" % (len(warm_failed), len(warm_records), warm_failed[0]["error"])
-            )
+            warnings.append("%d of %d warm-up requests failed: %s" % (len(warm_failed), len(warm_records), warm_failed[0]["error"]))
 
     measured = _bench_prompts.select(num_prompts, seed, offset=0)
     counters = None
@@ -917,9 +904,7 @@ def run_level(
     first_counters = counters
     offset = 0
     for index, size in enumerate(sizes):
-        block_records, duration = run_requests(
-            server, path, jobs_for(measured[offset : offset + size]), concurrency, timeout=timeout, deadline=deadline
-        )
+        block_records, duration = run_requests(server, path, jobs_for(measured[offset : offset + size]), concurrency, timeout=timeout, deadline=deadline)
         offset += size
         block = aggregate(block_records, duration, concurrency, size)
         block["block"] = index
@@ -956,10 +941,7 @@ def run_level(
         )
     short = [r for r in ok if r["output_tokens"] != int(output_len)]
     if short:
-        warnings.append(
-            "%d requests returned a token count other than output_len %d (e.g. %d)"
-            % (len(short), int(output_len), short[0]["output_tokens"])
-        )
+        warnings.append("%d requests returned a token count other than output_len %d (e.g. %d)" % (len(short), int(output_len), short[0]["output_tokens"]))
     if any(r["prompt_tokens"] is None for r in ok):
         warnings.append("some responses had no usage.prompt_tokens; total_input_tokens undercounts")
     run["warnings"] = warnings
@@ -974,9 +956,7 @@ def run_level(
 
 def prompt_set_info():
     digest = hashlib.sha256(
-        json.dumps(
-            [[p["id"], p["kind"], p["messages"], p["prompt"]] for p in _bench_prompts.PROMPTS], sort_keys=True
-        ).encode("utf-8")
+        json.dumps([[p["id"], p["kind"], p["messages"], p["prompt"]] for p in _bench_prompts.PROMPTS], sort_keys=True).encode("utf-8")
     ).hexdigest()
     return {"name": "jetson_llm.speculative", "count": len(_bench_prompts.PROMPTS), "sha256": digest}
 

@@ -35,8 +35,7 @@ _RAW = (
     (
         "chat-02",
         "chat",
-        "What is the difference between RAM and storage in a computer? Give an everyday analogy and say why a "
-        "computer with more RAM can feel faster.",
+        "What is the difference between RAM and storage in a computer? Give an everyday analogy and say why a computer with more RAM can feel faster.",
     ),
     (
         "chat-03",
@@ -47,14 +46,12 @@ _RAW = (
     (
         "chat-04",
         "chat",
-        "Explain how a refrigerator keeps food cold. Mention the compressor, the refrigerant and why the back of "
-        "the fridge feels warm.",
+        "Explain how a refrigerator keeps food cold. Mention the compressor, the refrigerant and why the back of the fridge feels warm.",
     ),
     (
         "chat-05",
         "chat",
-        "What are the main causes of inflation, and why do central banks raise interest rates to fight it? Keep "
-        "the answer under three hundred words.",
+        "What are the main causes of inflation, and why do central banks raise interest rates to fight it? Keep the answer under three hundred words.",
     ),
     (
         "chat-06",
@@ -64,8 +61,7 @@ _RAW = (
     (
         "chat-07",
         "chat",
-        "How does public-key cryptography let two people who have never met agree on a secret over an open "
-        "network? Use an analogy with padlocks and boxes.",
+        "How does public-key cryptography let two people who have never met agree on a secret over an open network? Use an analogy with padlocks and boxes.",
     ),
     (
         "chat-08",
@@ -82,26 +78,22 @@ _RAW = (
     (
         "chat-10",
         "chat",
-        "Why do we have seasons on Earth? Many people think it is because the Earth is closer to the Sun in "
-        "summer. Explain why that is wrong.",
+        "Why do we have seasons on Earth? Many people think it is because the Earth is closer to the Sun in summer. Explain why that is wrong.",
     ),
     (
         "chat-11",
         "chat",
-        "Describe how a bill becomes a law in a typical parliamentary democracy, from the first draft to the "
-        "final signature, in clear numbered steps.",
+        "Describe how a bill becomes a law in a typical parliamentary democracy, from the first draft to the final signature, in clear numbered steps.",
     ),
     (
         "chat-12",
         "chat",
-        "What is the difference between weather and climate? Explain why a single cold winter does not disprove "
-        "a warming trend.",
+        "What is the difference between weather and climate? Explain why a single cold winter does not disprove a warming trend.",
     ),
     (
         "chat-13",
         "chat",
-        "Give me five practical tips for giving a short technical presentation to a non-technical audience, "
-        "with a one-sentence reason for each tip.",
+        "Give me five practical tips for giving a short technical presentation to a non-technical audience, with a one-sentence reason for each tip.",
     ),
     # ------------------------------------------------------------------ summarisation of a given paragraph
     (
@@ -330,8 +322,7 @@ _RAW = (
     (
         "structured-01",
         "structured",
-        "Return a JSON object describing three fictional books, each with the keys title, author, year, genre "
-        "and a list of two themes. Output only the JSON.",
+        "Return a JSON object describing three fictional books, each with the keys title, author, year, genre and a list of two themes. Output only the JSON.",
     ),
     (
         "structured-02",

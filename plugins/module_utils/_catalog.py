@@ -370,19 +370,13 @@ def kv_bytes_per_token(entry):
 
 def eagle3_heads(catalog, family):
     """Ids of the EAGLE-3 heads for target ``family``, preferred first."""
-    found = [
-        (m["preference"], mid) for mid, m in catalog.items() if m["kind"] == "eagle3_head" and m["family"] == family
-    ]
+    found = [(m["preference"], mid) for mid, m in catalog.items() if m["kind"] == "eagle3_head" and m["family"] == family]
     return [mid for _pref, mid in sorted(found)]
 
 
 def drafts_for(catalog, family):
     """Ids of the drafts declared for target ``family`` (compatible or not), preferred first."""
-    found = [
-        (m["preference"], m["weights_gb"], mid)
-        for mid, m in catalog.items()
-        if m["kind"] == "draft" and family in m.get("draft_for", ())
-    ]
+    found = [(m["preference"], m["weights_gb"], mid) for mid, m in catalog.items() if m["kind"] == "draft" and family in m.get("draft_for", ())]
     return [mid for _pref, _size, mid in sorted(found)]
 
 
@@ -446,11 +440,7 @@ def _field_ok(key, value):
     if key == "checkpoint_format":
         return isinstance(value, str) and value in CHECKPOINT_FORMATS
     if key == "draft_for":
-        return (
-            isinstance(value, list)
-            and len(value) > 0
-            and all(isinstance(v, str) and _FAMILY_RE.fullmatch(v) is not None for v in value)
-        )
+        return isinstance(value, list) and len(value) > 0 and all(isinstance(v, str) and _FAMILY_RE.fullmatch(v) is not None for v in value)
     return False
 
 
@@ -465,20 +455,12 @@ def validate_entry(model_id, entry, host="", var="catalog"):
     """
     prefix = _where(host)
     if not valid_model_id(model_id):
-        raise CatalogError(
-            "{}{} key {!r} is not allowed; expected {}".format(prefix, var, model_id, MODEL_ID_EXPECTATION)
-        )
+        raise CatalogError("{}{} key {!r} is not allowed; expected {}".format(prefix, var, model_id, MODEL_ID_EXPECTATION))
     if not isinstance(entry, dict):
-        raise CatalogError(
-            "{}{}[{!r}]={!r} is not allowed; expected a mapping of catalog fields".format(prefix, var, model_id, entry)
-        )
+        raise CatalogError("{}{}[{!r}]={!r} is not allowed; expected a mapping of catalog fields".format(prefix, var, model_id, entry))
     kind = entry.get("kind")
     if kind not in KINDS:
-        raise CatalogError(
-            "{}{}[{!r}].kind={!r} is not allowed; expected {}".format(
-                prefix, var, model_id, kind, _COMMON_FIELDS["kind"]
-            )
-        )
+        raise CatalogError("{}{}[{!r}].kind={!r} is not allowed; expected {}".format(prefix, var, model_id, kind, _COMMON_FIELDS["kind"]))
     allowed = dict(_COMMON_FIELDS)
     allowed.update(_OPTIONAL_FIELDS)
     allowed.update(_KIND_FIELDS[kind])
@@ -495,11 +477,7 @@ def validate_entry(model_id, entry, host="", var="catalog"):
             raise CatalogError("{}{}[{!r}].{} is missing; expected {}".format(prefix, var, model_id, key, allowed[key]))
     for key in sorted(entry, key=str):
         if not _field_ok(key, entry[key]):
-            raise CatalogError(
-                "{}{}[{!r}].{}={!r} is not allowed; expected {}".format(
-                    prefix, var, model_id, key, entry[key], allowed[key]
-                )
-            )
+            raise CatalogError("{}{}[{!r}].{}={!r} is not allowed; expected {}".format(prefix, var, model_id, key, entry[key], allowed[key]))
     out = copy.deepcopy(entry)
     out["weights_gb"] = float(out["weights_gb"])
     out.setdefault("preference", 100)
@@ -513,9 +491,7 @@ def merged_catalog(extra=None, host="", var="catalog"):
     if extra is None:
         return catalog
     if not isinstance(extra, dict):
-        raise CatalogError(
-            "{}{}={!r} is not allowed; expected a mapping of model id to catalog entry".format(_where(host), var, extra)
-        )
+        raise CatalogError("{}{}={!r} is not allowed; expected a mapping of model id to catalog entry".format(_where(host), var, extra))
     for model_id in sorted(extra, key=str):
         catalog[model_id] = validate_entry(model_id, extra[model_id], host=host, var=var)
     return catalog

@@ -385,10 +385,7 @@ def _speculation(family, l4t_major):
     if family == "unknown":
         return False, "unrecognised Jetson board: speculative decoding is planned only for known families"
     if family == "xavier":
-        return False, (
-            "Jetson Xavier is limited to JetPack 5 (L4T R35), "
-            "which vLLM 0.20+ and the Jetson vLLM images do not support"
-        )
+        return False, ("Jetson Xavier is limited to JetPack 5 (L4T R35), which vLLM 0.20+ and the Jetson vLLM images do not support")
     if family in THOR_FAMILIES:
         if l4t_major is not None and l4t_major < 38:
             return False, "Thor needs L4T R38 or later (found R%d)" % l4t_major
@@ -465,11 +462,7 @@ def classify(model, compatible, boot, total_gib, power_mode_name=None):
         if power_mode_name is not None and power_mode_name != "unknown":
             is_super = "MAXN_SUPER" in power_mode_name.upper()
         else:
-            is_super = bool(
-                _SUPER_WORD_RE.search(model or "")
-                or any(flag for _b, _s, flag in parts)
-                or any(flag for _b, _s, flag in boot_parts)
-            )
+            is_super = bool(_SUPER_WORD_RE.search(model or "") or any(flag for _b, _s, flag in parts) or any(flag for _b, _s, flag in boot_parts))
 
     if soc_token in SOCS:
         soc = soc_token

@@ -21,13 +21,7 @@ def arm_means(blocks, concurrency):
     """Mean output throughput of each arm at one concurrency, from the recorded blocks."""
     out = {}
     for arm in ("baseline", "speculative"):
-        out[arm] = _mean(
-            [
-                b.get("output_throughput")
-                for b in blocks or []
-                if b.get("arm") == arm and int(b.get("concurrency", 0)) == int(concurrency)
-            ]
-        )
+        out[arm] = _mean([b.get("output_throughput") for b in blocks or [] if b.get("arm") == arm and int(b.get("concurrency", 0)) == int(concurrency)])
     return out
 
 
@@ -79,9 +73,7 @@ def table(results, missing=None):
     counts = {}
     for r in results or []:
         counts[r.get("outcome", "?")] = counts.get(r.get("outcome", "?"), 0) + 1
-    lines.append(
-        "hosts: %d; %s" % (len(results or []), ", ".join("%s %d" % (k, v) for k, v in sorted(counts.items())) or "none")
-    )
+    lines.append("hosts: %d; %s" % (len(results or []), ", ".join("%s %d" % (k, v) for k, v in sorted(counts.items())) or "none"))
     for host in sorted(missing or []):
         lines.append("%s: no result (unreachable, failed, or stopped by the rollout)" % host)
     return lines

@@ -89,13 +89,9 @@ L4T_ORIN_VLLM = 36
 L4T_MEMORY_RELEASE = 39
 
 GUIDANCE_NANO_NX = (
-    "NVIDIA's Jetson speculative-decoding guidance does not suggest EAGLE-3 on Orin Nano / Orin NX "
-    '("target plus draft rarely fit and startup will OOM")'
+    'NVIDIA\'s Jetson speculative-decoding guidance does not suggest EAGLE-3 on Orin Nano / Orin NX ("target plus draft rarely fit and startup will OOM")'
 )
-GUIDANCE_CONCURRENCY = (
-    "NVIDIA's Jetson guidance does not use speculation at high concurrency (>= 8), "
-    "where batched decode wins and the draft only takes memory"
-)
+GUIDANCE_CONCURRENCY = "NVIDIA's Jetson guidance does not use speculation at high concurrency (>= 8), where batched decode wins and the draft only takes memory"
 
 # ---------------------------------------------------------------- speculative-config fields
 # vllm.md 2.3: fields present in every release 0.10.0-0.33.0.
@@ -200,9 +196,7 @@ def _is_int(value):
 
 
 def _is_number(value):
-    return (_is_int(value) or isinstance(value, float)) and not (
-        isinstance(value, float) and (math.isnan(value) or math.isinf(value))
-    )
+    return (_is_int(value) or isinstance(value, float)) and not (isinstance(value, float) and (math.isnan(value) or math.isinf(value)))
 
 
 def _bad(host, name, value, expected, why=""):
@@ -396,8 +390,7 @@ def _budget(mem, target, spec, *, spec_label, max_model_len, baseline, new_util,
     short = []
     if f["required_gb"] > f["allowed_gb"]:
         short.append(
-            "needs {:.2f} GB (target {:.2f} + {} {:.2f} + KV {:.2f} + overhead {:.2f}) "
-            "but {:.2f} x {:.2f} GB = {:.2f} GB".format(
+            "needs {:.2f} GB (target {:.2f} + {} {:.2f} + KV {:.2f} + overhead {:.2f}) but {:.2f} x {:.2f} GB = {:.2f} GB".format(
                 f["required_gb"],
                 f["target_weights_gb"],
                 spec_label,
@@ -502,9 +495,7 @@ def _candidates(cat, target_id, target, *, version, ov, target_tp, host, var_pre
             for mid in drafts_for(cat, family):
                 draft = cat[mid]
                 if draft["vocab_size"] != target["vocab_size"]:
-                    rejected.append(
-                        "{} refused: {}".format(mid, vocab_mismatch_message(target["vocab_size"], draft["vocab_size"]))
-                    )
+                    rejected.append("{} refused: {}".format(mid, vocab_mismatch_message(target["vocab_size"], draft["vocab_size"])))
                     continue
                 pool.append(("draft_model", mid))
     explicit = explicit_method is not None or "model" in ov
@@ -519,28 +510,21 @@ def _candidates(cat, target_id, target, *, version, ov, target_tp, host, var_pre
                 )
                 continue
             if not _at_least(version, V_EAGLE3_ANY_FAMILY) and target["model_type"] != "llama":
-                rejected.append(
-                    '{}: vLLM {} says "Eagle3 is only supported for Llama models. Got {}"'.format(
-                        mid, _fmt_version(version), target["model_type"]
-                    )
-                )
+                rejected.append('{}: vLLM {} says "Eagle3 is only supported for Llama models. Got {}"'.format(mid, _fmt_version(version), target["model_type"]))
                 continue
             if entry.get("checkpoint_format") == "speculators" and not _at_least(version, V_SPECULATORS):
                 rejected.append("{} is a speculators-format checkpoint, read by vLLM >= 0.10.1".format(mid))
                 continue
         else:
             if not _at_least(version, V_DRAFT_MODEL):
-                rejected.append(
-                    "{} needs method draft_model, which vLLM rejects before 0.15.0 (found {})".format(
-                        mid, _fmt_version(version)
-                    )
-                )
+                rejected.append("{} needs method draft_model, which vLLM rejects before 0.15.0 (found {})".format(mid, _fmt_version(version)))
                 continue
             dtp = ov.get("draft_tensor_parallel_size", target_tp)
             if dtp != target_tp:
                 rejected.append(
-                    "{}: vLLM says \"Currently, 'draft_tensor_parallel_size' and 'tensor_parallel_size' "
-                    'must be the same. Got {} and {}."'.format(mid, dtp, target_tp)
+                    "{}: vLLM says \"Currently, 'draft_tensor_parallel_size' and 'tensor_parallel_size' must be the same. Got {} and {}.\"".format(
+                        mid, dtp, target_tp
+                    )
                 )
                 continue
         usable.append((method, mid))
@@ -590,8 +574,9 @@ def plan(
             var_prefix + "draft_tensor_parallel_size",
             ov["draft_tensor_parallel_size"],
             "1 or the target tensor_parallel_size ({})".format(target_tp),
-            "vLLM: speculative_draft_tensor_parallel_size={} cannot be other value than 1 or "
-            "target model tensor_parallel_size".format(ov["draft_tensor_parallel_size"]),
+            "vLLM: speculative_draft_tensor_parallel_size={} cannot be other value than 1 or target model tensor_parallel_size".format(
+                ov["draft_tensor_parallel_size"]
+            ),
         )
     try:
         cat = merged_catalog(catalog, host=host)
@@ -635,15 +620,10 @@ def plan(
     target = cat.get(target_model)
     if target is None or target["kind"] != "target":
         return skipped(
-            "no published EAGLE-3 head or compatible draft for {} (not a target model in the catalog; "
-            "add it with the catalog option)".format(target_model)
+            "no published EAGLE-3 head or compatible draft for {} (not a target model in the catalog; add it with the catalog option)".format(target_model)
         )
     if not quantization_suits(target["quantization"], family):
-        return skipped(
-            "{} is {}, which needs a Thor-class device (thor, igx_thor); this host is {}".format(
-                target_model, target["quantization"], family
-            )
-        )
+        return skipped("{} is {}, which needs a Thor-class device (thor, igx_thor); this host is {}".format(target_model, target["quantization"], family))
 
     # 4. vLLM version.
     version = parse_version(version_text)
@@ -656,15 +636,14 @@ def plan(
     max_concurrency = ov.get("max_concurrency", DEFAULT_MAX_CONCURRENCY)
     if concurrency >= max_concurrency:
         return skipped(
-            "expected concurrency {} is at or above {} ({}max_concurrency): {}".format(
-                concurrency, max_concurrency, var_prefix, GUIDANCE_CONCURRENCY
-            )
+            "expected concurrency {} is at or above {} ({}max_concurrency): {}".format(concurrency, max_concurrency, var_prefix, GUIDANCE_CONCURRENCY)
         )
     if concurrency > LOW_CONCURRENCY:
         if concurrency >= DEFAULT_MAX_CONCURRENCY:
             warnings.append(
-                "expected concurrency {} is allowed by {}max_concurrency={} although {}; the "
-                "benchmark verdict measures it".format(concurrency, var_prefix, max_concurrency, GUIDANCE_CONCURRENCY)
+                "expected concurrency {} is allowed by {}max_concurrency={} although {}; the benchmark verdict measures it".format(
+                    concurrency, var_prefix, max_concurrency, GUIDANCE_CONCURRENCY
+                )
             )
         else:
             warnings.append(
@@ -677,27 +656,22 @@ def plan(
         new_util = _r2(ov["gpu_memory_utilization"])
         if new_util > baseline:
             warnings.append(
-                "{}gpu_memory_utilization={} is above the baseline {}; the guidance lowers it by "
-                "{} for speculation".format(var_prefix, new_util, _r2(baseline), UTIL_STEP)
+                "{}gpu_memory_utilization={} is above the baseline {}; the guidance lowers it by {} for speculation".format(
+                    var_prefix, new_util, _r2(baseline), UTIL_STEP
+                )
             )
     else:
         new_util = _r2(baseline - UTIL_STEP)
         if new_util < UTIL_MIN:
             return skipped(
-                "the baseline gpu_memory_utilization {} leaves nothing to lower by {} for "
-                "speculation (minimum {})".format(_r2(baseline), UTIL_STEP, UTIL_MIN)
+                "the baseline gpu_memory_utilization {} leaves nothing to lower by {} for speculation (minimum {})".format(_r2(baseline), UTIL_STEP, UTIL_MIN)
             )
 
     # 7. Speculator choice.
-    pool, usable, rejected = _candidates(
-        cat, target_model, target, version=version, ov=ov, target_tp=target_tp, host=host, var_prefix=var_prefix
-    )
+    pool, usable, rejected = _candidates(cat, target_model, target, version=version, ov=ov, target_tp=target_tp, host=host, var_prefix=var_prefix)
     for method, mid in usable:
         if method == "draft_model" and "model" in ov and target["family"] not in cat[mid].get("draft_for", ()):
-            warnings.append(
-                "{} is not declared as a draft for the {} family; vLLM only checks that the "
-                "vocabulary sizes match".format(mid, target["family"])
-            )
+            warnings.append("{} is not declared as a draft for the {} family; vLLM only checks that the vocabulary sizes match".format(mid, target["family"]))
 
     # 8. Device policy (after the choice, so a forced plan still reports its budget).
     budget_only = False
@@ -717,13 +691,9 @@ def plan(
             else:
                 reason = "no published EAGLE-3 head or compatible draft for {}".format(target_model)
         elif not pool:
-            reason = "no published EAGLE-3 head or compatible draft for {} ({})".format(
-                target_model, "; ".join(rejected)
-            )
+            reason = "no published EAGLE-3 head or compatible draft for {} ({})".format(target_model, "; ".join(rejected))
         else:
-            reason = "no speculator for {} works with vLLM {}: {}".format(
-                target_model, _fmt_version(version), "; ".join(rejected)
-            )
+            reason = "no speculator for {} works with vLLM {}: {}".format(target_model, _fmt_version(version), "; ".join(rejected))
         if budget_only:
             reason = "speculation is not suggested on {}: {}; {}".format(family, GUIDANCE_NANO_NX, reason)
         return skipped(reason)
@@ -777,22 +747,16 @@ def plan(
     dtp = ov.get("draft_tensor_parallel_size", 1 if method == "eagle3" else target_tp)
 
     # Warnings that depend on the choice.
-    if (
-        method == "eagle3"
-        and spec["max_position_embeddings"] < max_model_len
-        and not _at_least(version, V_EAGLE_CONTEXT)
-    ):
+    if method == "eagle3" and spec["max_position_embeddings"] < max_model_len and not _at_least(version, V_EAGLE_CONTEXT):
         warnings.append(
-            "{} has max_position_embeddings {} < max_model_len {}: before vLLM 0.27 speculation is "
-            "limited to the head's context (issue #21986)".format(mid, spec["max_position_embeddings"], max_model_len)
+            "{} has max_position_embeddings {} < max_model_len {}: before vLLM 0.27 speculation is limited to the head's context (issue #21986)".format(
+                mid, spec["max_position_embeddings"], max_model_len
+            )
         )
     if family in THOR_FAMILIES and not _at_least(version, V_THOR):
         warnings.append("vLLM {} on Thor: NVIDIA's guidance requires vLLM 0.20+".format(version_text))
     if not _at_least(version, V_UMA_MEMORY):
-        warnings.append(
-            "vLLM {} compares MemFree (page cache counts as used) in its startup memory check; "
-            "drop caches before the restart".format(version_text)
-        )
+        warnings.append("vLLM {} compares MemFree (page cache counts as used) in its startup memory check; drop caches before the restart".format(version_text))
     if running and _is_int(l4t_major) and l4t_major < L4T_MEMORY_RELEASE:
         warnings.append(
             "L4T r{} (< r39) does not return memory freed by stopping vLLM until caches are dropped "
@@ -811,19 +775,16 @@ def plan(
         }
     )
     result["speculative_config"] = speculative_config(result, version_text, host=host)
-    result["reason"] = (
-        "{} with {}, k={} on {}: needs {:.2f} GB of {:.2f} x {:.2f} GB = {:.2f} GB; "
-        "{:.2f} GB headroom at restart".format(
-            method,
-            mid,
-            k,
-            family,
-            figures["required_gb"],
-            new_util,
-            figures["total_gb"],
-            figures["allowed_gb"],
-            figures["headroom_gb"],
-        )
+    result["reason"] = "{} with {}, k={} on {}: needs {:.2f} GB of {:.2f} x {:.2f} GB = {:.2f} GB; {:.2f} GB headroom at restart".format(
+        method,
+        mid,
+        k,
+        family,
+        figures["required_gb"],
+        new_util,
+        figures["total_gb"],
+        figures["allowed_gb"],
+        figures["headroom_gb"],
     )
     return result
 
@@ -864,9 +825,7 @@ def speculative_config(plan_result, vllm_version, host=""):
         ("draft_tensor_parallel_size", dtp),
     )
     fields = spec_fields(version)
-    return dict(
-        (key, value) for key, value in wanted if key in fields and key not in SPEC_FIELDS_NEVER and "-" not in key
-    )
+    return dict((key, value) for key, value in wanted if key in fields and key not in SPEC_FIELDS_NEVER and "-" not in key)
 
 
 # ---------------------------------------------------------------- renderer
@@ -1037,9 +996,7 @@ def serve_argv(serve, config_path, runtime, image=None, image_flavor="upstream",
         host=host,
         default=HF_CACHE_IN_CONTAINER,
     )
-    env_file = _argv_value(
-        serve, "env_file", _safe_path, expected="an absolute path of [A-Za-z0-9._/-]", host=host, default=None
-    )
+    env_file = _argv_value(serve, "env_file", _safe_path, expected="an absolute path of [A-Za-z0-9._/-]", host=host, default=None)
     family = serve.get("family")
 
     argv = [engine, "run", "--rm", "--name", name]

@@ -549,10 +549,7 @@ def _check_thresholds(user):
     def fraction(name, lo, hi, lo_open=False, hi_open=True):
         value = _number(th[name], name)
         if value < lo or value > hi or (lo_open and value == lo) or (hi_open and value == hi):
-            raise StatsError(
-                "%s must be in %s%g, %g%s, got %r"
-                % (name, "(" if lo_open else "[", lo, hi, ")" if hi_open else "]", th[name])
-            )
+            raise StatsError("%s must be in %s%g, %g%s, got %r" % (name, "(" if lo_open else "[", lo, hi, ")" if hi_open else "]", th[name]))
         th[name] = value
 
     fraction("confidence", 0.5, 1.0, lo_open=True)
@@ -653,10 +650,7 @@ def _metric_entry(norm, concurrency, metric, reduction, threshold, strict_above,
     entry = _empty_entry(concurrency, metric, threshold, th)
     entry["rounds"] = len(base)
     if p_all > th["max_rounds"]:
-        warnings.append(
-            "%d pairs at c=%d exceed max_rounds (%d); the later ones are ignored"
-            % (p_all, concurrency, th["max_rounds"])
-        )
+        warnings.append("%d pairs at c=%d exceed max_rounds (%d); the later ones are ignored" % (p_all, concurrency, th["max_rounds"]))
     if not base:
         entry["status"] = "not measured"
         return entry
@@ -665,11 +659,7 @@ def _metric_entry(norm, concurrency, metric, reduction, threshold, strict_above,
         return -math.expm1(x) if reduction else math.expm1(x)
 
     look_ok = len(base) >= th["min_rounds"]
-    conf = (
-        look_confidence(len(base), th["confidence"], th["min_rounds"], th["max_rounds"], th["spending"])
-        if look_ok
-        else None
-    )
+    conf = look_confidence(len(base), th["confidence"], th["min_rounds"], th["max_rounds"], th["spending"]) if look_ok else None
     iv = _interval(base, spec, metric, conf if conf is not None else th["confidence"])
     entry["estimate"] = transform(iv["delta"])
     entry["df"] = iv["df"]
@@ -743,10 +733,7 @@ def _noise(norm, concurrency, entry, th, warnings):
                 "state and background load" % (concurrency, 100.0 * iv["residual_sd"], 100 * NOISY_CV)
             )
         if iv["vif"] > CONFOUNDED_VIF:
-            warnings.append(
-                "c=%d: arm order is confounded with measurement order (variance inflation %.1f); interleave "
-                "the arms" % (concurrency, iv["vif"])
-            )
+            warnings.append("c=%d: arm order is confounded with measurement order (variance inflation %.1f); interleave the arms" % (concurrency, iv["vif"]))
     if len(base) >= 3:
         first, last = base[0]["index"], base[-1]["index"]
         points = [(b["index"], b["output_throughput"]) for b in base]
@@ -870,10 +857,7 @@ def verdict(blocks, **thresholds):
     requests_spent = sum(b["completed"] + b["failed"] for b in norm)
     counts = {}
     for c in levels:
-        counts[c] = {
-            arm: min(len([b for b in used if b["arm"] == arm and b["concurrency"] == c]), th["max_rounds"])
-            for arm in ARMS
-        }
+        counts[c] = {arm: min(len([b for b in used if b["arm"] == arm and b["concurrency"] == c]), th["max_rounds"]) for arm in ARMS}
 
     decision, label, reason = None, None, None
     c1_settled = False
@@ -899,9 +883,7 @@ def verdict(blocks, **thresholds):
             _ci_text(gain8),
             _pct(-th["c8_tolerance"]),
         )
-    elif c1_settled and (
-        gain8["status"] == "disabled" or (gain8["status"] == "above" and _confirm(gain8, th, warnings))
-    ):
+    elif c1_settled and (gain8["status"] == "disabled" or (gain8["status"] == "above" and _confirm(gain8, th, warnings))):
         decision = "keep"
         strong = gain1["ci"][0] >= th["strong_gain"] and tpot1["ci"][0] >= th["strong_tpot_drop"]
         label = "keep (strong)" if strong else "keep (marginal)"
@@ -950,15 +932,11 @@ def verdict(blocks, **thresholds):
             open_text = []
             if 1 in open_levels:
                 if gain1["status"] != "above":
-                    open_text.append(
-                        "throughput at c=1 %s vs the minimum gain %s" % (_ci_text(gain1), _pct(th["min_gain"]))
-                    )
+                    open_text.append("throughput at c=1 %s vs the minimum gain %s" % (_ci_text(gain1), _pct(th["min_gain"])))
                 if tpot1["status"] != "above":
                     open_text.append("median TPOT at c=1 %s vs no change" % _ci_text(tpot1))
             if high in open_levels:
-                open_text.append(
-                    "throughput at c=%d %s vs the tolerance %s" % (high, _ci_text(gain8), _pct(-th["c8_tolerance"]))
-                )
+                open_text.append("throughput at c=%d %s vs the tolerance %s" % (high, _ci_text(gain8), _pct(-th["c8_tolerance"])))
             reason = (
                 "no conclusion within the budget (%s): %s; reverting to the measured baseline because a gain "
                 "that cannot be shown is not worth the draft's memory (raise max_rounds/max_requests or reduce "

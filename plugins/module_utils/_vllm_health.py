@@ -103,7 +103,7 @@ def http_get(url, path, api_key=None, timeout=5.0):
         body = resp.read().decode("utf-8", "replace")
         return resp.status, body
     except HTTPException as exc:
-        raise OSError("bad HTTP response: %s" % exc)
+        raise OSError("bad HTTP response: %s" % exc) from exc
     finally:
         conn.close()
 

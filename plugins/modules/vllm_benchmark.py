@@ -728,10 +728,7 @@ def validate(params):
     per_level = params.get("num_prompts_per_level")
     if per_level is not None:
         if len(per_level) != len(params["concurrency"]):
-            errors.append(
-                "num_prompts_per_level must list one count per concurrency level (%d), got %d"
-                % (len(params["concurrency"]), len(per_level))
-            )
+            errors.append("num_prompts_per_level must list one count per concurrency level (%d), got %d" % (len(params["concurrency"]), len(per_level)))
         if any(n < 1 for n in per_level):
             errors.append("num_prompts_per_level counts must be >= 1, got %s" % per_level)
         if per_level and min(per_level) < params["blocks"]:
@@ -743,9 +740,7 @@ def validate(params):
     if params["output_len"] < 2:
         errors.append("output_len must be >= 2, got %d" % params["output_len"])
     if not 1 <= params["blocks"] <= max(1, params["num_prompts"]):
-        errors.append(
-            "blocks must be between 1 and num_prompts (%d), got %d" % (params["num_prompts"], params["blocks"])
-        )
+        errors.append("blocks must be between 1 and num_prompts (%d), got %d" % (params["num_prompts"], params["blocks"]))
     for key in ("timeout", "deadline", "ready_timeout"):
         if params[key] <= 0:
             errors.append("%s must be > 0, got %s" % (key, params[key]))
@@ -817,9 +812,7 @@ def main():
         try:
             result_file = save_result(params["result_dir"], result)
         except OSError as exc:
-            module.fail_json(
-                msg="cannot save the result in %s: %s" % (params["result_dir"], to_native(exc)), runs=result["runs"]
-            )
+            module.fail_json(msg="cannot save the result in %s: %s" % (params["result_dir"], to_native(exc)), runs=result["runs"])
     for warning in result["warnings"]:
         module.warn(warning)
     output = dict(result)

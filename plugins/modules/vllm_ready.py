@@ -191,9 +191,7 @@ class Waiter:
                 break
             unit = self.unit_state()
             if unit:
-                if unit.get("ActiveState") in ("failed", "inactive") or (
-                    restarts0 is not None and unit.get("NRestarts") not in (None, restarts0)
-                ):
+                if unit.get("ActiveState") in ("failed", "inactive") or (restarts0 is not None and unit.get("NRestarts") not in (None, restarts0)):
                     stop_state = "failed"
                     break
             if time.time() >= deadline:

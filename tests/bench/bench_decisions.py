@@ -166,9 +166,7 @@ def summarise(verdicts, truth_keep):
     n = len(verdicts)
     keep = sum(v["decision"] == "keep" for v in verdicts)
     inconclusive = sum(v["label"] == "revert (inconclusive)" for v in verdicts)
-    wrong = sum(
-        1 for v in verdicts if v["label"] != "revert (inconclusive)" and (v["decision"] == "keep") != truth_keep
-    )
+    wrong = sum(1 for v in verdicts if v["label"] != "revert (inconclusive)" and (v["decision"] == "keep") != truth_keep)
     requests = sum(v["requests_spent"] for v in verdicts) / n
     switches = sum(v["arm_switches"] for v in verdicts) / n
     return keep, inconclusive, wrong, requests, switches
@@ -187,9 +185,7 @@ def simulator_cell(task):
 def synthetic_cell(task):
     ci, ni, reps, seed, g1, g8, truth_keep = task
     rng = random.Random("%d:synthetic:%d:%d" % (seed, ci, ni))
-    verdicts = [
-        _stats.SequentialTrial().run(synthetic_measure(rng, g1, g8, NOISES[ni], 0.05)) for _trial in range(reps)
-    ]
+    verdicts = [_stats.SequentialTrial().run(synthetic_measure(rng, g1, g8, NOISES[ni], 0.05)) for _trial in range(reps)]
     return summarise(verdicts, truth_keep)
 
 
@@ -251,9 +247,7 @@ def main(argv=None):
         synthetic_tasks = []
         for ci, (g1, g8) in enumerate(SYNTHETIC_CASES):
             truth_keep = g1 >= min_gain and g8 >= -tol
-            synthetic_tasks.extend(
-                (ci, ni, args.synthetic_reps, args.seed, g1, g8, truth_keep) for ni in range(len(NOISES))
-            )
+            synthetic_tasks.extend((ci, ni, args.synthetic_reps, args.seed, g1, g8, truth_keep) for ni in range(len(NOISES)))
         synthetic_results = pool.map(synthetic_cell, synthetic_tasks)
     for task, ((keep, inconclusive, wrong, requests, switches), pub) in zip(tasks, results):
         si, ni, _reps, _seed, _thermal, _tau, truth_keep = task

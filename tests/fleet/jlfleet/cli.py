@@ -31,18 +31,13 @@ def cmd_image(args):
     spent = images.ensure_images(args.kinds or ("host", "docker"))
     sizes = images.rootfs_sizes()
     print("images ready in %.1f s (%s)" % (time.monotonic() - t, ", ".join("%s %.1f s" % kv for kv in spent.items())))
-    print(
-        "rootfs cache %s: %s" % (config.CACHE, ", ".join("%s %.0f MB" % (k, (v or 0) / 1e6) for k, v in sizes.items()))
-    )
+    print("rootfs cache %s: %s" % (config.CACHE, ", ".join("%s %.0f MB" % (k, (v or 0) / 1e6) for k, v in sizes.items())))
     return 0
 
 
 def cmd_up(args):
     state = ops.up(args.description, inventory_paths=args.inventory or (), workers=args.workers)
-    print(
-        "fleet %s: %d hosts SSH-ready in %.1f s"
-        % (state["fleet"], len(state["hosts"]), state["timings"]["ssh_ready_s"])
-    )
+    print("fleet %s: %d hosts SSH-ready in %.1f s" % (state["fleet"], len(state["hosts"]), state["timings"]["ssh_ready_s"]))
     for path in state["inventories"]:
         print("inventory: %s" % os.path.relpath(path))
     print("ssh:       ssh -F %s HOST" % state["ssh_config"])
@@ -110,10 +105,7 @@ def cmd_bench(args):
         print("  plus conmon per host, RSS: %6.1f MB mean" % (sum(conmon) / n / 1024))
         cg = [m["cgroup_kib"] for m in mem.values() if m["cgroup_kib"] is not None]
         if cg:
-            print(
-                "  memory cgroup per host:    %6.1f MB mean (page cache and tmpfs included)"
-                % (sum(cg) / len(cg) / 1024)
-            )
+            print("  memory cgroup per host:    %6.1f MB mean (page cache and tmpfs included)" % (sum(cg) / len(cg) / 1024))
     finally:
         t = time.monotonic()
         ops.down()

@@ -161,9 +161,7 @@ def l4t_package_version(line):
 
 
 def _type_name(v):
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(v), type(v).__name__
-    )
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(v), type(v).__name__)
 
 
 def load_yaml(path):
@@ -197,10 +195,7 @@ def load_profiles(path=None):
             if not _is_int(prof[k]) or prof[k] <= 0:
                 errors.append("%s: %s must be a positive integer" % (where, k))
         if l4t_package_version(prof["nv_tegra_release"]) is None:
-            errors.append(
-                "%s: nv_tegra_release %r has no '# R<major> (release), REVISION: x.y'"
-                % (where, prof["nv_tegra_release"])
-            )
+            errors.append("%s: nv_tegra_release %r has no '# R<major> (release), REVISION: x.y'" % (where, prof["nv_tegra_release"]))
         nvp = prof["nvpmodel"]
         if not (isinstance(nvp, dict) and isinstance(nvp.get("name"), str) and _is_int(nvp.get("id"))):
             errors.append("%s: nvpmodel must be {name: str, id: int}" % where)
@@ -229,9 +224,7 @@ def _check_sim(sim, where, errors):
         elif key == "faults":
             for fkey, fval in value.items():
                 if fkey not in FAULT_CHECKS:
-                    errors.append(
-                        "%s: unknown sim.faults key %r (allowed: %s)" % (where, fkey, ", ".join(sorted(FAULT_CHECKS)))
-                    )
+                    errors.append("%s: unknown sim.faults key %r (allowed: %s)" % (where, fkey, ", ".join(sorted(FAULT_CHECKS))))
                 elif not FAULT_CHECKS[fkey][0](fval):
                     errors.append("%s: sim.faults.%s must be %s, got %r" % (where, fkey, FAULT_CHECKS[fkey][1], fval))
 
@@ -279,9 +272,7 @@ def load_fleet(path, profiles=None, profiles_path=None):
         if key not in DEFAULT_KEYS:
             errors.append("%s: defaults: unknown key %r (allowed: %s)" % (path, key, ", ".join(sorted(DEFAULT_KEYS))))
     if "variant" in defaults and defaults["variant"] not in VARIANTS:
-        errors.append(
-            "%s: defaults: variant must be one of %s, got %r" % (path, ", ".join(VARIANTS), defaults["variant"])
-        )
+        errors.append("%s: defaults: variant must be one of %s, got %r" % (path, ", ".join(VARIANTS), defaults["variant"]))
     if "sim" in defaults:
         _check_sim(defaults["sim"], "%s: defaults" % path, errors)
     if "vars" in defaults:
@@ -313,10 +304,7 @@ def load_fleet(path, profiles=None, profiles_path=None):
         if not isinstance(hname, str):
             errors.append("%s: name is required and must be a string" % where)
         elif not HOST_NAME_RE.match(hname):
-            errors.append(
-                "%s: bad name %r: use 1-40 characters a-z, 0-9 and '-', starting and ending with a letter or digit"
-                % (where, hname)
-            )
+            errors.append("%s: bad name %r: use 1-40 characters a-z, 0-9 and '-', starting and ending with a letter or digit" % (where, hname))
         elif hname in seen:
             errors.append("%s: duplicate name %r (also hosts[%d])" % (where, hname, seen[hname]))
         else:
@@ -338,10 +326,7 @@ def load_fleet(path, profiles=None, profiles_path=None):
             errors.append("%s: mem_available_kib must be a positive integer, got %r" % (where, mem))
             mem = None
         elif mem is not None and pname in profiles and mem > profiles[pname]["mem_total_kib"]:
-            errors.append(
-                "%s: mem_available_kib %d exceeds the profile's mem_total_kib %d"
-                % (where, mem, profiles[pname]["mem_total_kib"])
-            )
+            errors.append("%s: mem_available_kib %d exceeds the profile's mem_total_kib %d" % (where, mem, profiles[pname]["mem_total_kib"]))
         if errors:
             continue
         profile = profiles[pname]

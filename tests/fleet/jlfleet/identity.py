@@ -99,10 +99,10 @@ def nv_tegra_release(first_line):
 
 
 def nvpmodel_conf(mode):
-    return (
-        "# nvpmodel configuration of a simulated Jetson host (only the profile's power mode)\n"
-        "< POWER_MODEL ID=%d NAME=%s >\n"
-        "< PM_CONFIG DEFAULT=%d >\n" % (mode["id"], mode["name"], mode["id"])
+    return "# nvpmodel configuration of a simulated Jetson host (only the profile's power mode)\n< POWER_MODEL ID=%d NAME=%s >\n< PM_CONFIG DEFAULT=%d >\n" % (
+        mode["id"],
+        mode["name"],
+        mode["id"],
     )
 
 

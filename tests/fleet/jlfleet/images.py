@@ -28,8 +28,7 @@ from .util import FleetError, log, podman, run, sha256_tree
 PYROOT_RECIPE = "pyroot-v3"
 PYROOT_STDLIB_EXCLUDE = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data", "unittest"}
 BUSYBOX_APPLETS = (
-    "cat chmod cp date df du echo env false find grep head id kill ln ls mkdir mv printf ps pwd rm "
-    "sed sleep tail tar tee touch true uname wc which"
+    "cat chmod cp date df du echo env false find grep head id kill ln ls mkdir mv printf ps pwd rm sed sleep tail tar tee touch true uname wc which"
 ).split()
 
 
@@ -55,9 +54,8 @@ def tarball(kind, keys=None):
 def _chroot_apt(root, packages):
     """Install packages into root (network to the Debian mirror needed), in a private mount namespace."""
     shutil.copyfile("/etc/resolv.conf", os.path.join(root, "etc", "resolv.conf"))
-    inner = (
-        "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends %s"
-        " >/dev/null && apt-get clean" % " ".join(packages)
+    inner = "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends %s >/dev/null && apt-get clean" % " ".join(
+        packages
     )
     script = 'mount -t proc proc "$1/proc" && mount --rbind /dev "$1/dev" && chroot "$1" sh -c "$2"'
     run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", root, inner], capture=True)
@@ -105,19 +103,14 @@ def ensure_rootfs():
         root = os.path.join(work, "rootfs")
         try:
             if os.path.exists(paths["docker"]) and not os.path.exists(paths["base"]):
-                raise FleetError(
-                    "cache inconsistent: %s without %s; remove %s" % (paths["docker"], paths["base"], config.CACHE)
-                )
+                raise FleetError("cache inconsistent: %s without %s; remove %s" % (paths["docker"], paths["base"], config.CACHE))
             if os.path.exists(paths["docker"]):
                 _untar(paths["docker"], root)
             elif os.path.exists(paths["base"]):
                 _untar(paths["base"], root)
             else:
                 t = time.monotonic()
-                log(
-                    "debootstrap --variant=minbase %s from %s (needs the Debian mirror once)"
-                    % (config.SUITE, config.DEBIAN_MIRROR)
-                )
+                log("debootstrap --variant=minbase %s from %s (needs the Debian mirror once)" % (config.SUITE, config.DEBIAN_MIRROR))
                 os.makedirs(work, exist_ok=True)
                 run(["debootstrap", "--variant=minbase", config.SUITE, root, config.DEBIAN_MIRROR])
                 policy = os.path.join(root, "usr", "sbin", "policy-rc.d")
@@ -166,9 +159,7 @@ class _Collector:
             if os.path.islink(real):
                 self.paths.add(cur)
                 target = os.readlink(real)
-                base = (
-                    target if target.startswith("/") else os.path.normpath(os.path.join(os.path.dirname(cur), target))
-                )
+                base = target if target.startswith("/") else os.path.normpath(os.path.join(os.path.dirname(cur), target))
                 rest = "/".join(parts[i + 1 :])
                 return self.add(base + ("/" + rest if rest else ""), recursive, exclude)
             if not os.path.lexists(real):

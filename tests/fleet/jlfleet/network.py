@@ -42,9 +42,7 @@ def check_subnet_free():
             continue
         for a in link.get("addr_info", []):
             if ipaddress.ip_address(a["local"]) in net:
-                raise FleetError(
-                    "%s already has %s, inside the fleet subnet %s; remove it first" % (link["ifname"], a["local"], net)
-                )
+                raise FleetError("%s already has %s, inside the fleet subnet %s; remove it first" % (link["ifname"], a["local"], net))
 
 
 def create_bridge():

@@ -60,8 +60,7 @@ def write_podman_config():
     env = config.podman_env()
     write_file(
         os.path.join(d, "env.sh"),
-        "# Source this file to use the fleet's podman: . %s/env.sh\n" % d
-        + "".join("export %s=%s\n" % (k, v) for k, v in sorted(env.items())),
+        "# Source this file to use the fleet's podman: . %s/env.sh\n" % d + "".join("export %s=%s\n" % (k, v) for k, v in sorted(env.items())),
     )
     os.environ.update(env)
 
@@ -91,8 +90,7 @@ def check_cgroup(st):
             "!!! /sys/fs/cgroup mount options CHANGED: recorded %r before the fleet started, now %r.\n"
             "!!! A container altered the host's cgroup tree (test-fleet.md section 1). Restore with\n"
             "!!!   mount -o remount,%s /sys/fs/cgroup\n"
-            "!!! then remove stray directories and v1 hierarchies it created."
-            % (st["cgroup_options"], now, st["cgroup_options"])
+            "!!! then remove stray directories and v1 hierarchies it created." % (st["cgroup_options"], now, st["cgroup_options"])
         )
     return None
 
@@ -183,15 +181,11 @@ def wait_ssh(host_dict, deadline):
     addr = host_dict["address"]
     while time.monotonic() < deadline:
         if _ssh_banner(addr):
-            p = run(
-                ["ssh", "-F", SSH_CONFIG, "-o", "ControlMaster=no", host_dict["name"], "true"], check=False, timeout=30
-            )
+            p = run(["ssh", "-F", SSH_CONFIG, "-o", "ControlMaster=no", host_dict["name"], "true"], check=False, timeout=30)
             if p.returncode == 0:
                 return time.monotonic() - t0
         time.sleep(0.2)
-    raise FleetError(
-        "%s (%s): not SSH-ready in time; see: podman logs %s" % (host_dict["name"], addr, host_dict["container"])
-    )
+    raise FleetError("%s (%s): not SSH-ready in time; see: podman logs %s" % (host_dict["name"], addr, host_dict["container"]))
 
 
 # ------------------------------------------------------------------ up
@@ -211,8 +205,7 @@ def _podman_run_args(host, fleet_hosts, hostdir, mounts, image):
     hosts_file = os.path.join(hostdir, "hosts")
     write_file(
         hosts_file,
-        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-        + "".join("%s\t%s\n" % (o.address, o.name) for o in fleet_hosts),
+        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n" + "".join("%s\t%s\n" % (o.address, o.name) for o in fleet_hosts),
     )
     args += ["--no-hosts", "-v", "%s:/etc/hosts" % hosts_file]
     if os.path.isdir(config.SIM_PACKAGE):
@@ -306,10 +299,7 @@ def up(description, inventory_paths=(), workers=None):
     log("all containers started in %.1f s; waiting for SSH" % t_started)
     ready = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(fleet.hosts)) as pool:
-        futures = {
-            pool.submit(wait_ssh, h, time.monotonic() + SSH_READY_TIMEOUT[h["variant"]]): h["name"]
-            for h in state["hosts"]
-        }
+        futures = {pool.submit(wait_ssh, h, time.monotonic() + SSH_READY_TIMEOUT[h["variant"]]): h["name"] for h in state["hosts"]}
         errors = []
         for fut in concurrent.futures.as_completed(futures):
             try:
@@ -442,10 +432,7 @@ def down(final_check=True, purge=False, keep_machine_state=False):
     cg = check_cgroup(st) if st.get("cgroup_options") else None
     if not problems and not cg and not keep_machine_state and os.path.exists(config.MACHINE_STATE):
         os.unlink(config.MACHINE_STATE)
-    log(
-        "fleet down in %.1f s%s"
-        % (time.monotonic() - t0, "" if not problems else "; problems:\n  " + "\n  ".join(problems))
-    )
+    log("fleet down in %.1f s%s" % (time.monotonic() - t0, "" if not problems else "; problems:\n  " + "\n  ".join(problems)))
     if cg and final_check:
         raise FleetError(cg)
     return problems

@@ -55,9 +55,7 @@ class RunningFleet:
             check=False,
         )
         if check and proc.returncode != 0:
-            raise AssertionError(
-                "%s: %r failed (%d):\n%s%s" % (name, command, proc.returncode, proc.stdout, proc.stderr)
-            )
+            raise AssertionError("%s: %r failed (%d):\n%s%s" % (name, command, proc.returncode, proc.stdout, proc.stderr))
         return proc
 
     def http_get(self, name, path, port=8000, timeout=5):

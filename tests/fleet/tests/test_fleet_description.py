@@ -278,9 +278,7 @@ def run_stub(tmp_path, *args, mode=None):
     status = tmp_path / "status"
     conf.write_text(identity.nvpmodel_conf(mode or {"name": "MAXN_SUPER", "id": 2}))
     env = dict(os.environ, NVPMODEL_CONF=str(conf), NVPMODEL_STATUS=str(status))
-    return subprocess.run(
-        ["sh", os.path.join(FLEET_DIR, "l4t", "nvpmodel"), *args], capture_output=True, text=True, env=env, check=False
-    )
+    return subprocess.run(["sh", os.path.join(FLEET_DIR, "l4t", "nvpmodel"), *args], capture_output=True, text=True, env=env, check=False)
 
 
 def test_nvpmodel_query_layout(tmp_path):

@@ -55,9 +55,7 @@ class NativeServer:
 
 
 def client(fleet, host):
-    return openai.OpenAI(
-        base_url="http://%s:8000/v1" % fleet.address(host), api_key="EMPTY", max_retries=0, timeout=120
-    )
+    return openai.OpenAI(base_url="http://%s:8000/v1" % fleet.address(host), api_key="EMPTY", max_retries=0, timeout=120)
 
 
 def stream_completion(fleet, host, model, max_tokens=24):
@@ -149,9 +147,7 @@ def test_native_vllm_serves_streamed_completions(ci_fleet):
 
 def test_native_vllm_exposes_spec_decode_metrics(ci_fleet):
     spec = json.dumps({"method": "eagle3", "model": EAGLE, "num_speculative_tokens": 3})
-    server = NativeServer(
-        ci_fleet, NATIVE, [TARGET, "--host", "0.0.0.0", "--port", "8000", "--speculative-config", spec]
-    )
+    server = NativeServer(ci_fleet, NATIVE, [TARGET, "--host", "0.0.0.0", "--port", "8000", "--speculative-config", spec])
     try:
         ci_fleet.wait_healthy(NATIVE, server.alive)
         for _ in range(2):
@@ -170,9 +166,7 @@ def test_native_vllm_exposes_spec_decode_metrics(ci_fleet):
 
 def test_native_vllm_refuses_an_oversized_config(ci_fleet):
     # 0.99 x MemTotal is more than MemAvailable on every profile: vLLM's startup check fails
-    proc = ci_fleet.ssh(
-        SMALL, "timeout 120 vllm serve Qwen/Qwen3-1.7B --port 8001 --gpu-memory-utilization 0.99 2>&1", timeout=180
-    )
+    proc = ci_fleet.ssh(SMALL, "timeout 120 vllm serve Qwen/Qwen3-1.7B --port 8001 --gpu-memory-utilization 0.99 2>&1", timeout=180)
     assert proc.returncode not in (0, 124), proc.stdout[-2000:]
     assert "Engine core initialization failed" in proc.stdout
     assert "less than desired GPU memory utilization" in proc.stdout
@@ -213,9 +207,7 @@ def test_container_images_need_the_nvidia_runtime_and_the_jetson_entrypoint(ci_f
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert version in ok.stdout
-    no_entrypoint = ci_fleet.ssh(
-        DOCKER, "docker run --rm --runtime nvidia ghcr.io/nvidia-ai-iot/vllm:r36.4-jetson-orin serve %s" % TARGET
-    )
+    no_entrypoint = ci_fleet.ssh(DOCKER, "docker run --rm --runtime nvidia ghcr.io/nvidia-ai-iot/vllm:r36.4-jetson-orin serve %s" % TARGET)
     assert no_entrypoint.returncode != 0
     no_gpu = ci_fleet.ssh(DOCKER, "docker run --rm vllm/vllm-openai:v0.20.0 %s 2>&1" % TARGET)
     assert no_gpu.returncode != 0

@@ -202,10 +202,7 @@ def test_config_file_errors(tmp_path):
     no_model = write(tmp_path, "n.yaml", "port: 9000\n")
     with pytest.raises(ConfigFileError) as info:
         parse_serve_args(["--config", no_model], V20)
-    assert (
-        str(info.value)
-        == "No model specified! Please specify model either as a positional argument or in a config file."
-    )
+    assert str(info.value) == "No model specified! Please specify model either as a positional argument or in a config file."
     with pytest.raises(ConfigFileError, match="More than one config file specified!"):
         parse_serve_args(["m", "--config", no_model, "--config", no_model], V20)
     with pytest.raises(ConfigFileError, match="No config file specified!"):
@@ -222,9 +219,7 @@ def test_config_unknown_key_is_an_argparse_error(tmp_path):
 def test_config_errors_from_the_command(sim_env, tmp_path):
     proc = run_vllm(["serve", "m", "--config", write(tmp_path, "c.toml", "")], sim_env())
     assert proc.returncode == 1
-    assert proc.stderr.rstrip().splitlines()[
-        -1
-    ] == "(APIServer pid=%d) ValueError: Config file must be of a yaml/yml type. toml supplied" % _pid(proc)
+    assert proc.stderr.rstrip().splitlines()[-1] == "(APIServer pid=%d) ValueError: Config file must be of a yaml/yml type. toml supplied" % _pid(proc)
     proc = run_vllm(["serve", "m", "--config", str(tmp_path / "missing.yaml")], sim_env())
     assert proc.returncode == 1
     assert "Unable to read the config file at" in proc.stdout
@@ -250,7 +245,5 @@ def test_cli_module_main_handles_top_level(capsys, monkeypatch, tmp_path):
 
 
 def test_json_args_round_trip():
-    args = parse_serve_args(
-        ["m", "--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 3})], V20
-    )
+    args = parse_serve_args(["m", "--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 3})], V20)
     assert args.speculative_config["num_speculative_tokens"] == 3

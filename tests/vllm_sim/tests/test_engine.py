@@ -97,9 +97,7 @@ def test_acceptance_scale_and_temperature():
 
     def length(settings_extra=None, **kw):
         settings = {"device": DEVICES["thor-t5000"], "noise": 0.0, "seed": 3, **(settings_extra or {})}
-        run = simulate_run(
-            settings, "meta-llama/Llama-3.1-8B-Instruct", spec, CHAT, 1, 128, seed=3, num_prompts=12, **kw
-        )
+        run = simulate_run(settings, "meta-llama/Llama-3.1-8B-Instruct", spec, CHAT, 1, 128, seed=3, num_prompts=12, **kw)
         return run["spec_decode_acceptance_length"]
 
     assert length({"acceptance_scale": 0.5}) < length() < length({"acceptance_scale": 1.2})
@@ -170,9 +168,7 @@ def test_deterministic_for_a_seed_and_noisy_across_seeds():
     spec = {"method": "eagle3", "model": "AngelSlim/Qwen3-8B_eagle3", "num_speculative_tokens": 3}
 
     def run(seed):
-        return simulate_run(
-            dict(settings, seed=seed), "RedHatAI/Qwen3-8B-quantized.w4a16", spec, CHAT, 1, 64, seed=seed, num_prompts=4
-        )
+        return simulate_run(dict(settings, seed=seed), "RedHatAI/Qwen3-8B-quantized.w4a16", spec, CHAT, 1, 64, seed=seed, num_prompts=4)
 
     assert run(1)["output_throughput"] == run(1)["output_throughput"]
     values = [run(s)["output_throughput"] for s in range(2, 22)]
@@ -182,12 +178,7 @@ def test_deterministic_for_a_seed_and_noisy_across_seeds():
 
 def test_noise_zero_leaves_only_acceptance_sampling():
     settings = {"device": DEVICES["agx-orin-64gb"], "noise": 0.0}
-    values = {
-        simulate_run(dict(settings, seed=s), "Qwen/Qwen3-8B", None, CHAT, 1, 64, seed=s, num_prompts=3)[
-            "output_throughput"
-        ]
-        for s in range(4)
-    }
+    values = {simulate_run(dict(settings, seed=s), "Qwen/Qwen3-8B", None, CHAT, 1, 64, seed=s, num_prompts=3)["output_throughput"] for s in range(4)}
     assert len(values) == 1
 
 
@@ -211,12 +202,8 @@ def test_latency_metrics_are_consistent():
 
 
 def test_prefill_makes_long_prompts_slower_to_first_token():
-    short = bench(
-        "agx-orin-64gb", "Qwen/Qwen3-8B", None, 1, prompts=prompts.random_prompts(4, 64), num_prompts=4, max_tokens=16
-    )
-    long = bench(
-        "agx-orin-64gb", "Qwen/Qwen3-8B", None, 1, prompts=prompts.random_prompts(4, 2000), num_prompts=4, max_tokens=16
-    )
+    short = bench("agx-orin-64gb", "Qwen/Qwen3-8B", None, 1, prompts=prompts.random_prompts(4, 64), num_prompts=4, max_tokens=16)
+    long = bench("agx-orin-64gb", "Qwen/Qwen3-8B", None, 1, prompts=prompts.random_prompts(4, 2000), num_prompts=4, max_tokens=16)
     assert long["median_ttft_ms"] > 3 * short["median_ttft_ms"]
 
 

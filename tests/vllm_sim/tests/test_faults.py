@@ -132,9 +132,7 @@ def test_memory_accounting_reserves_and_releases(sim_env, start_server, tmp_path
     entries = json.loads((tmp_path / "state" / "reservations.json").read_text())
     assert [e["pid"] for e in entries] == [server.proc.pid]
     # a second server now sees less free memory and fails the start-up check
-    second = start_server(
-        ["Qwen/Qwen3-1.7B", "--max-model-len", "2048", "--gpu-memory-utilization", "0.5"], env, wait=False
-    )
+    second = start_server(["Qwen/Qwen3-1.7B", "--max-model-len", "2048", "--gpu-memory-utilization", "0.5"], env, wait=False)
     assert second.proc.wait(timeout=30) == 1
     assert "Free memory on device" in second.log
     assert server.stop() == 0
@@ -161,12 +159,6 @@ def test_proc_meminfo_is_never_written(sim_env, start_server):
     assert memory.MemoryAccount.writable("/proc/meminfo") is False
     env = sim_env({"account_memory": True}, extra={"VLLM_SIM_MEMINFO": "/proc/meminfo"})
     total_gib = memory.read_meminfo("/proc/meminfo")["MemTotal"] / 1024 / 1024
-    server = start_server(
-        ["Qwen/Qwen3-0.6B", "--max-model-len", "1024", "--gpu-memory-utilization", f"{2.0 / total_gib:.3f}"], env
-    )
-    status = json.loads(
-        open(
-            os.path.join(json.loads(open(env["VLLM_SIM_SETTINGS"]).read())["state_dir"], f"status-{server.port}.json")
-        ).read()
-    )
+    server = start_server(["Qwen/Qwen3-0.6B", "--max-model-len", "1024", "--gpu-memory-utilization", f"{2.0 / total_gib:.3f}"], env)
+    status = json.loads(open(os.path.join(json.loads(open(env["VLLM_SIM_SETTINGS"]).read())["state_dir"], f"status-{server.port}.json")).read())
     assert status["memory_reserved_kib"] == 0

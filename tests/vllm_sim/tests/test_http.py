@@ -68,9 +68,7 @@ def test_connection_refused_while_loading(sim_env, start_server, tmp_path):
 
 
 def test_startup_logs_the_speculative_config(spec_server):
-    assert (
-        f"speculative_config=SpeculativeConfig(method='eagle3', model='{HEAD}', num_spec_tokens=4)" in spec_server.log
-    )
+    assert f"speculative_config=SpeculativeConfig(method='eagle3', model='{HEAD}', num_spec_tokens=4)" in spec_server.log
     assert "Loading drafter model..." in spec_server.log
 
 
@@ -105,9 +103,7 @@ def test_unknown_model_404_by_version(sim_env, start_server):
     new = start_server(["Qwen/Qwen3-1.7B", "--max-model-len", "2048"], sim_env())
     status, body = new.json("POST", "/v1/completions", {"model": "gpt-4", "prompt": "hi"})
     assert status == 404
-    assert body == {
-        "error": {"message": "The model `gpt-4` does not exist.", "type": "NotFoundError", "param": None, "code": 404}
-    }
+    assert body == {"error": {"message": "The model `gpt-4` does not exist.", "type": "NotFoundError", "param": None, "code": 404}}
     old = start_server(["Qwen/Qwen3-1.7B", "--max-model-len", "2048"], sim_env({"version": "0.10.0"}))
     status, body = old.json("POST", "/v1/completions", {"model": "gpt-4", "prompt": "hi"})
     assert status == 404 and body["object"] == "error" and body["message"] == "The model `gpt-4` does not exist."
@@ -209,9 +205,7 @@ def test_raw_sse_stream(spec_server):
 
 def test_openai_client_completions(spec_server):
     client = openai.OpenAI(base_url=spec_server.base_url + "/v1", api_key="unused", max_retries=0)
-    full = client.completions.create(
-        model="llama", prompt=PROMPTS[0], max_tokens=40, temperature=0, extra_body={"ignore_eos": True}
-    )
+    full = client.completions.create(model="llama", prompt=PROMPTS[0], max_tokens=40, temperature=0, extra_body={"ignore_eos": True})
     assert full.usage.completion_tokens == 40 and full.choices[0].finish_reason == "length"
     stream = client.completions.create(
         model="llama",
@@ -237,9 +231,7 @@ def test_openai_client_completions(spec_server):
 def test_openai_client_chat(spec_server):
     client = openai.OpenAI(base_url=spec_server.base_url + "/v1", api_key="unused", max_retries=0)
     messages = [{"role": "user", "content": PROMPTS[2]}]
-    full = client.chat.completions.create(
-        model="llama-alias", messages=messages, max_tokens=30, temperature=0, extra_body={"ignore_eos": True}
-    )
+    full = client.chat.completions.create(model="llama-alias", messages=messages, max_tokens=30, temperature=0, extra_body={"ignore_eos": True})
     assert full.choices[0].message.role == "assistant" and full.usage.completion_tokens == 30
     stream = client.chat.completions.create(
         model="llama-alias",
@@ -263,16 +255,12 @@ def test_eos_without_ignore_eos(spec_server):
     status, body = spec_server.json("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 200, "temperature": 0})
     assert status == 200
     assert body["choices"][0]["finish_reason"] == "stop" and body["usage"]["completion_tokens"] == eos_at
-    status, body = spec_server.json(
-        "POST", "/v1/completions", {"prompt": prompt, "max_tokens": 200, "temperature": 0, "ignore_eos": True}
-    )
+    status, body = spec_server.json("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 200, "temperature": 0, "ignore_eos": True})
     assert body["choices"][0]["finish_reason"] == "length" and body["usage"]["completion_tokens"] == 200
 
 
 def test_stop_strings(spec_server):
-    _status, body = spec_server.json(
-        "POST", "/v1/completions", {"prompt": PROMPTS[0], "max_tokens": 60, "temperature": 0, "ignore_eos": True}
-    )
+    _status, body = spec_server.json("POST", "/v1/completions", {"prompt": PROMPTS[0], "max_tokens": 60, "temperature": 0, "ignore_eos": True})
     text = body["choices"][0]["text"]
     stop = text.split()[5]
     _status, body = spec_server.json(
@@ -287,17 +275,12 @@ def test_stop_strings(spec_server):
 
 def test_generation_config_default_temperature_and_seed(spec_server):
     def ask(**kw):
-        return spec_server.json(
-            "POST", "/v1/completions", {"prompt": PROMPTS[1], "max_tokens": 20, "ignore_eos": True, **kw}
-        )[1]["choices"][0]["text"]
+        return spec_server.json("POST", "/v1/completions", {"prompt": PROMPTS[1], "max_tokens": 20, "ignore_eos": True, **kw})[1]["choices"][0]["text"]
 
     assert ask(temperature=0.8, seed=5) == ask(temperature=0.8, seed=5)
     assert ask(temperature=0.8, seed=5) != ask(temperature=0.8, seed=6)
     assert ask(temperature=0) == ask(temperature=0)
-    assert (
-        "Default sampling parameters have been overridden by the model's Hugging Face generation config"
-        in spec_server.log
-    )
+    assert "Default sampling parameters have been overridden by the model's Hugging Face generation config" in spec_server.log
 
 
 def test_greedy_output_is_the_same_with_and_without_speculation(sim_env, start_server):
@@ -394,17 +377,12 @@ def test_periodic_spec_decode_log_line(sim_env, start_server, version, pattern):
         server.json("POST", "/v1/completions", body)
     line = next(x for x in server.log.splitlines() if "SpecDecoding metrics" in x)
     assert re.search(pattern, line), line
-    assert re.search(
-        r"Engine 000: Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: [\d.]+ tokens/s", server.log
-    )
+    assert re.search(r"Engine 000: Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: [\d.]+ tokens/s", server.log)
 
 
 def test_speculators_checkpoint_as_the_model(sim_env, start_server):
     server = start_server(["RedHatAI/Qwen3-8B-speculator.eagle3", "--max-model-len", "4096"], sim_env())
-    assert (
-        "SpeculativeConfig(method='eagle3', model='RedHatAI/Qwen3-8B-speculator.eagle3', num_spec_tokens=3)"
-        in server.log
-    )
+    assert "SpeculativeConfig(method='eagle3', model='RedHatAI/Qwen3-8B-speculator.eagle3', num_spec_tokens=3)" in server.log
     assert server.json("GET", "/v1/models")[1]["data"][0]["id"] == "RedHatAI/Qwen3-8B-speculator.eagle3"
     server.json("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 16, "ignore_eos": True})
     assert metric(server.request("GET", "/metrics")[1].decode(), "vllm:spec_decode_num_drafts_total") > 0

@@ -49,9 +49,7 @@ def other_target(model_type: str) -> ModelInfo:
 # --------------------------------------------------------------------------- valid configurations
 
 
-@pytest.mark.parametrize(
-    "version", ["0.10.1", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.20.0", "0.22.0", "0.26.0", "0.33.0"]
-)
+@pytest.mark.parametrize("version", ["0.10.1", "0.14.0", "0.15.0", "0.16.0", "0.17.0", "0.20.0", "0.22.0", "0.26.0", "0.33.0"])
 def test_eagle3_llama_is_valid_everywhere(version):
     plan = build(eagle(draft_tensor_parallel_size=1), version)
     assert (plan.method, plan.model_name, plan.num_speculative_tokens) == ("eagle3", HEAD, 3)
@@ -69,9 +67,7 @@ def test_ngram_defaults_and_lookup_rule():
     assert (plan.options["prompt_lookup_min"], plan.options["prompt_lookup_max"]) == (5, 5)
     plan = build({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}, "0.20.0")
     assert (plan.options["prompt_lookup_min"], plan.options["prompt_lookup_max"]) == (3, 3)
-    err = fails(
-        {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 4, "prompt_lookup_max": 2}, "0.20.0"
-    )
+    err = fails({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 4, "prompt_lookup_max": 2}, "0.20.0")
     assert err.message.splitlines()[1].startswith("  Value error, prompt_lookup_min=4 must be <= prompt_lookup_max=2 [")
 
 
@@ -101,10 +97,7 @@ def test_unknown_method_is_a_pydantic_literal_error():
         "  Input should be 'ngram', 'eagle', 'eagle3', 'medusa', 'mlp_speculator', 'draft_model' or 'deepseek_mtp' "
         "[type=literal_error, input_value='eagle4', input_type=str]",
     ]
-    assert (
-        err.message.splitlines()[3]
-        == "    For further information visit https://errors.pydantic.dev/2.11/v/literal_error"
-    )
+    assert err.message.splitlines()[3] == "    For further information visit https://errors.pydantic.dev/2.11/v/literal_error"
 
 
 def test_medusa_is_gone_in_0_33():
@@ -147,23 +140,14 @@ def test_unknown_keys_are_fatal_from_0_16(version):
 def test_several_unknown_keys_are_counted():
     err = fails(eagle(a=1, b="x"), "0.20.0")
     assert err.message.startswith("2 validation errors for SpeculativeConfig\na\n")
-    assert (
-        "\nb\n  Unexpected keyword argument [type=unexpected_keyword_argument, input_value='x', input_type=str]"
-        in err.message
-    )
+    assert "\nb\n  Unexpected keyword argument [type=unexpected_keyword_argument, input_value='x', input_type=str]" in err.message
 
 
 def test_disable_by_batch_size_lives_until_0_16():
     assert build(eagle(disable_by_batch_size=4), "0.16.0").method == "eagle3"
-    assert (
-        "disable_by_batch_size\n  Unexpected keyword argument"
-        in fails(eagle(disable_by_batch_size=4), "0.17.0").message
-    )
+    assert "disable_by_batch_size\n  Unexpected keyword argument" in fails(eagle(disable_by_batch_size=4), "0.17.0").message
     err = fails(eagle(disable_by_batch_size=1), "0.11.0")
-    assert (
-        "Expect the batch size threshold of disabling speculative decoding is > 1, but got self.disable_by_batch_size=1"
-        in err.message
-    )
+    assert "Expect the batch size threshold of disabling speculative decoding is > 1, but got self.disable_by_batch_size=1" in err.message
     err = fails(eagle(disable_by_batch_size=1), "0.12.0")
     assert "Input should be greater than or equal to 2 [type=greater_than_equal" in err.message
 
@@ -196,42 +180,27 @@ def test_num_speculative_tokens_must_be_positive():
 
 
 def test_model_without_num_speculative_tokens():
-    text = (
-        "num_speculative_tokens must be provided with speculative model unless the draft model config "
-        "contains an n_predict parameter."
-    )
+    text = "num_speculative_tokens must be provided with speculative model unless the draft model config contains an n_predict parameter."
     assert text in fails({"method": "eagle3", "model": HEAD}, "0.16.0").message
     text17 = "A speculative model was provided, but `num_speculative_tokens` was not provided"
     assert text17 in fails({"method": "eagle3", "model": HEAD}, "0.17.0").message
 
 
 def test_num_speculative_tokens_without_model():
-    assert (
-        "num_speculative_tokens was provided without speculative model."
-        in fails({"method": "eagle3", "num_speculative_tokens": 3}, "0.10.2").message
-    )
-    assert (
-        "num_speculative_tokens was provided but without speculative model."
-        in fails({"method": "eagle3", "num_speculative_tokens": 3}, "0.11.0").message
-    )
+    assert "num_speculative_tokens was provided without speculative model." in fails({"method": "eagle3", "num_speculative_tokens": 3}, "0.10.2").message
+    assert "num_speculative_tokens was provided but without speculative model." in fails({"method": "eagle3", "num_speculative_tokens": 3}, "0.11.0").message
 
 
 def test_draft_tensor_parallel_rule():
     err = fails(eagle(draft_tensor_parallel_size=2), "0.20.0")
-    assert (
-        "Value error, speculative_draft_tensor_parallel_size=2 cannot be other value than 1 or target model "
-        "tensor_parallel_size" in err.message
-    )
+    assert "Value error, speculative_draft_tensor_parallel_size=2 cannot be other value than 1 or target model tensor_parallel_size" in err.message
     assert build(eagle(draft_tensor_parallel_size=2), "0.20.0", tp=2).draft_tensor_parallel_size == 2
     err = fails(eagle(draft_tensor_parallel_size=0), "0.20.0")
     assert "Input should be greater than or equal to 1" in err.message
 
 
 def test_tensor_parallel_size_key():
-    text = (
-        "'tensor_parallel_size' is not a valid argument in the speculative_config. "
-        "Please pass 'draft_tensor_parallel_size' instead."
-    )
+    text = "'tensor_parallel_size' is not a valid argument in the speculative_config. Please pass 'draft_tensor_parallel_size' instead."
     assert text in fails(eagle(tensor_parallel_size=1), "0.15.0").message
     assert build(eagle(tensor_parallel_size=1), "0.14.0").method == "eagle3"  # unknown then: dropped
 
@@ -263,9 +232,7 @@ DRAFT_REJECTED = (
 
 @pytest.mark.parametrize("version", ["0.10.0", "0.13.0", "0.14.1"])
 def test_draft_model_is_rejected_before_0_15(version):
-    err = fails(
-        {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 4}, version
-    )
+    err = fails({"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 4}, version)
     assert (err.exc_type, err.message) == ("NotImplementedError", DRAFT_REJECTED)
 
 
@@ -273,9 +240,7 @@ def test_draft_model_from_0_15():
     cfg = {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 4}
     plan = build(cfg, "0.15.0")
     assert plan.method == "draft_model" and plan.model_info.vocab_size == 128256
-    assert build(
-        {"method": "draft_model", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 4}, "0.15.0", target=QWEN8
-    )
+    assert build({"method": "draft_model", "model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 4}, "0.15.0", target=QWEN8)
 
 
 def test_vocabulary_mismatch_is_refused():
@@ -288,20 +253,14 @@ def test_vocabulary_mismatch_is_refused():
     )
     cfg["use_heterogeneous_vocab"] = True
     assert build(cfg, "0.25.0", target="Qwen/Qwen2.5-7B-Instruct").method == "draft_model"
-    assert (
-        "use_heterogeneous_vocab\n  Unexpected keyword argument"
-        in fails(cfg, "0.24.0", target="Qwen/Qwen2.5-7B-Instruct").message
-    )
+    assert "use_heterogeneous_vocab\n  Unexpected keyword argument" in fails(cfg, "0.24.0", target="Qwen/Qwen2.5-7B-Instruct").message
 
 
 def test_draft_model_needs_equal_tensor_parallel_sizes():
     cfg = {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 4}
     cfg["draft_tensor_parallel_size"] = 1
     err = fails(cfg, "0.15.0", tp=2)
-    assert (
-        "Currently, 'draft_tensor_parallel_size' and 'tensor_parallel_size' must be the same. Got 1 and 2."
-        in err.message
-    )
+    assert "Currently, 'draft_tensor_parallel_size' and 'tensor_parallel_size' must be the same. Got 1 and 2." in err.message
 
 
 # --------------------------------------------------------------------------- EAGLE-3 target families
@@ -309,10 +268,7 @@ def test_draft_model_needs_equal_tensor_parallel_sizes():
 
 def test_eagle3_on_qwen_fails_only_in_0_10_0():
     err = fails({"method": "eagle3", "model": QWEN_HEAD, "num_speculative_tokens": 3}, "0.10.0", target=QWEN8)
-    assert (
-        "Value error, Eagle3 is only supported for Llama models. Got "
-        "self.target_model_config.hf_text_config.model_type='qwen3'" in err.message
-    )
+    assert "Value error, Eagle3 is only supported for Llama models. Got self.target_model_config.hf_text_config.model_type='qwen3'" in err.message
     assert build({"method": "eagle3", "model": QWEN_HEAD, "num_speculative_tokens": 3}, "0.10.1", target=QWEN8)
 
 
@@ -321,8 +277,7 @@ def test_eagle3_on_qwen_fails_only_in_0_10_0():
     [
         (
             "0.10.1",
-            "Eagle3 is only supported for ['llama', 'qwen'] models. "
-            "Got self.target_model_config.hf_text_config.model_type='gemma3'",
+            "Eagle3 is only supported for ['llama', 'qwen'] models. Got self.target_model_config.hf_text_config.model_type='gemma3'",
         ),
         ("0.11.0", "Eagle3 is only supported for ['llama', 'qwen', 'minicpm', 'gpt_oss'] models. Got"),
         ("0.17.0", "eagle3 is only supported for ['llama', 'qwen', 'minicpm', 'gpt_oss', 'hunyuan_vl'"),
@@ -402,10 +357,7 @@ def fails_with_shortcuts(raw, version, shortcuts):
 def test_dynamic_schedule_from_0_24():
     plan = build(eagle(num_speculative_tokens_per_batch_size=[[1, 4, 3], [5, 512, 0]]), "0.24.0")
     assert plan.k_for_batch(1) == 3 and plan.k_for_batch(8) == 0
-    assert (
-        "Value error, num_speculative_tokens_per_batch_size"
-        in fails(eagle(num_speculative_tokens_per_batch_size=[[2, 4, 3]]), "0.24.0").message
-    )
+    assert "Value error, num_speculative_tokens_per_batch_size" in fails(eagle(num_speculative_tokens_per_batch_size=[[2, 4, 3]]), "0.24.0").message
 
 
 # --------------------------------------------------------------------------- formatting vs real pydantic
@@ -429,9 +381,7 @@ def test_rendering_matches_pydantic():
     def real(**kwargs):
         with pytest.raises(pydantic.ValidationError) as info:
             SpeculativeConfig(**kwargs)
-        return str(info.value).replace(
-            f"errors.pydantic.dev/{pydantic.VERSION.rsplit('.', 1)[0]}/", "errors.pydantic.dev/X/"
-        )
+        return str(info.value).replace(f"errors.pydantic.dev/{pydantic.VERSION.rsplit('.', 1)[0]}/", "errors.pydantic.dev/X/")
 
     def ours(items):
         return errors.pydantic_message("SpeculativeConfig", items, "X")
@@ -443,9 +393,7 @@ def test_rendering_matches_pydantic():
             item("zzz", "Unexpected keyword argument", "unexpected_keyword_argument", "q"),
         ]
     )
-    assert real(method="x") == ours(
-        [item("method", errors.literal_message(["ngram", "eagle", "eagle3"]), "literal_error", "x")]
-    )
+    assert real(method="x") == ours([item("method", errors.literal_message(["ngram", "eagle", "eagle3"]), "literal_error", "x")])
     for model in ("bad", "bad" + "y" * 40, "bad" + "z" * 200):
         kwargs = {"model": model, "num_speculative_tokens": 3, "method": "eagle3"}
         assert real(**kwargs) == ours([item("", "Value error, boom", "value_error", errors.args_kwargs(kwargs))])

@@ -45,10 +45,7 @@ def test_free_memory_is_memfree_before_0_11_2(sim_env):
     env = sim_env({"version": "0.11.0"}, total_gib=61.3, available_gib=56.0, free_gib=20.0)
     proc = serve(env, LLAMA, "--gpu-memory-utilization", "0.5", "--max-model-len", "4096")
     assert proc.returncode == 1
-    assert (
-        "Free memory on device (20.00/61.30 GiB) on startup is less than desired GPU memory utilization "
-        "(0.5, 30.65 GiB)" in proc.stderr
-    )
+    assert "Free memory on device (20.00/61.30 GiB) on startup is less than desired GPU memory utilization (0.5, 30.65 GiB)" in proc.stderr
     assert "(EngineCore_DP0 pid=" in proc.stderr
 
 
@@ -67,9 +64,7 @@ def test_weights_do_not_fit(sim_env, version):
         "4096",
     )
     assert proc.returncode == 1
-    failed_line = (
-        "Failed to load model - not enough GPU memory. Try lowering --gpu-memory-utilization to free memory for weights"
-    )
+    failed_line = "Failed to load model - not enough GPU memory. Try lowering --gpu-memory-utilization to free memory for weights"
     assert (failed_line in proc.stdout) == (version >= "0.13.0")
     oom = [strip_prefix(line) for line in proc.stderr.splitlines() if "torch.OutOfMemoryError" in line]
     assert oom
@@ -91,10 +86,9 @@ def test_no_memory_left_for_the_kv_cache(sim_env):
         "4096",
     )
     assert proc.returncode == 1
-    assert (
-        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-        "initializing the engine." in [strip_prefix(line) for line in proc.stderr.splitlines()]
-    )
+    assert "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine." in [
+        strip_prefix(line) for line in proc.stderr.splitlines()
+    ]
     assert "Model loading took 14.9" in proc.stdout
     assert strip_prefix(last_line(proc.stderr)) == ENGINE_FAILED
 
@@ -133,10 +127,7 @@ def test_offline_model_missing(sim_env):
     proc = serve(sim_env(), "meta-llama/Llama-4-Scout-17B-16E-Instruct")
     assert proc.returncode == 1
     lines = [strip_prefix(x) for x in proc.stderr.rstrip().splitlines()]
-    assert lines[-2] == (
-        "OSError: We couldn't connect to 'https://huggingface.co' to load the files, "
-        "and couldn't find them in the cached files."
-    )
+    assert lines[-2] == ("OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the cached files.")
     assert lines[-1].startswith("Check your internet connection or see how to run the library in offline mode")
     assert lines[0] == "Traceback (most recent call last):"
     assert ENGINE_FAILED not in proc.stderr
@@ -147,8 +138,7 @@ def test_speculative_config_error_is_raised_before_the_engine(sim_env):
         sim_env({"version": "0.17.0"}),
         LLAMA,
         "--speculative-config",
-        '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3, '
-        '"disable_by_batch_size": 4}',
+        '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3, "disable_by_batch_size": 4}',
     )
     assert proc.returncode == 1
     lines = [strip_prefix(x) for x in proc.stderr.rstrip().splitlines()]
@@ -165,9 +155,7 @@ def test_draft_model_rejected_before_0_15(sim_env):
     spec = '{"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 4}'
     proc = serve(sim_env({"version": "0.14.0"}), LLAMA, "--speculative-config", spec)
     assert proc.returncode == 1
-    assert strip_prefix(last_line(proc.stderr)).startswith(
-        "NotImplementedError: Speculative decoding with draft model is not supported yet."
-    )
+    assert strip_prefix(last_line(proc.stderr)).startswith("NotImplementedError: Speculative decoding with draft model is not supported yet.")
 
 
 def test_max_model_len_above_the_model_limit(sim_env):
@@ -200,10 +188,7 @@ def test_head_of_another_model_fails_to_load(sim_env):
     spec = '{"method": "eagle3", "model": "AngelSlim/Qwen3-1.7B_eagle3", "num_speculative_tokens": 3}'
     proc = serve(sim_env(), "Qwen/Qwen3-8B", "--max-model-len", "4096", "--speculative-config", spec)
     assert proc.returncode == 1
-    assert (
-        "AssertionError: Attempted to load weight (torch.Size([2048, 6144])) into parameter (torch.Size([4096, 12288]))"
-        in proc.stderr
-    )
+    assert "AssertionError: Attempted to load weight (torch.Size([2048, 6144])) into parameter (torch.Size([4096, 12288]))" in proc.stderr
 
 
 def test_address_in_use(sim_env):

@@ -142,14 +142,10 @@ def test_offline_errors(tmp_path):
     with pytest.raises(VllmError) as info:
         models.load("meta-llama/Llama-3.1-8B-Instruct", env)
     assert info.value.exc_type == "OSError"
-    assert info.value.message.startswith(
-        "We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the cached files."
-    )
+    assert info.value.message.startswith("We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the cached files.")
     with pytest.raises(VllmError) as info:
         models.load(str(tmp_path / "nowhere"), env)
-    assert info.value.message.startswith(
-        f"Invalid repository ID or local directory specified: '{tmp_path / 'nowhere'}'."
-    )
+    assert info.value.message.startswith(f"Invalid repository ID or local directory specified: '{tmp_path / 'nowhere'}'.")
 
 
 def test_local_directory_and_revision(tmp_path):
@@ -180,7 +176,5 @@ def test_zoo_command(tmp_path):
         check=False,
     )
     assert proc.returncode == 2 and "unknown model id(s): nope/x" in proc.stderr
-    listing = subprocess.run(
-        [sys.executable, "-m", "vllm_sim.zoo", "list"], env=env, capture_output=True, text=True, check=True
-    ).stdout
+    listing = subprocess.run([sys.executable, "-m", "vllm_sim.zoo", "list"], env=env, capture_output=True, text=True, check=True).stdout
     assert "meta-llama/Llama-3.1-8B-Instruct\ttarget\t16060522496" in listing

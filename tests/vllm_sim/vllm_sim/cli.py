@@ -72,10 +72,7 @@ def human_readable_int(value: str) -> int:
         if suffix in decimal:
             return int(float(number) * decimal[suffix])
         if "." in number:
-            raise ValueError(
-                f"Decimals are not allowed with binary suffixes like {suffix}. "
-                f"Did you mean to use {number}{suffix.lower()} instead?"
-            )
+            raise ValueError(f"Decimals are not allowed with binary suffixes like {suffix}. Did you mean to use {number}{suffix.lower()} instead?")
         return int(number) * binary[suffix]
     return int(text)
 
@@ -285,9 +282,7 @@ def expand_config(args, parser):
     model_in_cli = len(args) > 0 and not args[0].startswith("-")
     model_in_config = "--model" in config_args
     if not model_in_cli and not model_in_config:
-        raise ConfigFileError(
-            "No model specified! Please specify model either as a positional argument or in a config file."
-        )
+        raise ConfigFileError("No model specified! Please specify model either as a positional argument or in a config file.")
     if model_in_cli:
         return [args[0], *config_args, *args[1:index], *args[index + 2 :]]
     return config_args + args[:index] + args[index + 2 :]
@@ -309,9 +304,7 @@ def parse_serve_args(argv, version):
 def _top_parser():
     parser = argparse.ArgumentParser(prog="vllm", description="vLLM CLI", allow_abbrev=False)
     parser.add_argument("-v", "--version", action="store_true", help="show the vLLM version and exit")
-    parser.add_argument(
-        "subparser", nargs="?", choices=["chat", "complete", "serve", "bench", "collect-env", "run-batch"]
-    )
+    parser.add_argument("subparser", nargs="?", choices=["chat", "complete", "serve", "bench", "collect-env", "run-batch"])
     return parser
 
 
@@ -348,9 +341,7 @@ def main(argv=None) -> int:
     except ConfigFileError as exc:
         return fail(vlog, errors.value_error(str(exc), "api", ("cli",)))
     except OSError as exc:
-        vlog.error(
-            "argparse_utils.py:2135", f"Unable to read the config file at {exc.filename}. Check path correctness"
-        )
+        vlog.error("argparse_utils.py:2135", f"Unable to read the config file at {exc.filename}. Check path correctness")
         return fail(
             vlog,
             VllmError(type(exc).__name__, f"[Errno {exc.errno}] {exc.strerror}: '{exc.filename}'", "api", ("cli",)),
@@ -399,8 +390,7 @@ def prepare(args, version, settings, vlog, env) -> ServeConfig:
     if args.disable_log_requests and version >= (0, 11, 0):
         vlog.warning(
             "arg_utils.py:1905",
-            "`--disable-log-requests` is deprecated and has been replaced with `--enable-log-requests`. "
-            "Request logging is now disabled by default.",
+            "`--disable-log-requests` is deprecated and has been replaced with `--enable-log-requests`. Request logging is now disabled by default.",
         )
     download_dir = args.download_dir
 
@@ -430,9 +420,7 @@ def prepare(args, version, settings, vlog, env) -> ServeConfig:
             )
         verifier = (target.speculators.get("verifier") or {}).get("name_or_path")
         if version >= (0, 33, 0) and (verifier is None or models.looks_local(verifier) or os.path.isdir(verifier)):
-            raise errors.value_error(
-                f"Speculators verifier must name a remote model repository, got {verifier!r}.", "api", ("cli",)
-            )
+            raise errors.value_error(f"Speculators verifier must name a remote model repository, got {verifier!r}.", "api", ("cli",))
         proposals = target.speculators.get("proposal_methods") or [{}]
         merged = dict(spec_raw or {})
         merged.update(
@@ -502,17 +490,14 @@ def prepare(args, version, settings, vlog, env) -> ServeConfig:
             if version >= (0, 27, 0):
                 vlog.info(
                     "speculative.py:512",
-                    f"Raising draft model max_position_embeddings from {plan.model_info.max_position_embeddings} "
-                    f"to {max_model_len or derived}",
+                    f"Raising draft model max_position_embeddings from {plan.model_info.max_position_embeddings} to {max_model_len or derived}",
                 )
     max_num_seqs = args.max_num_seqs or 256
     max_batched = args.max_num_batched_tokens or 2048
     vlog.info("scheduler.py:205", f"Chunked prefill is enabled with max_num_batched_tokens={max_batched}.")
     served = args.served_model_name or [model]
     api_key = args.api_key if args.api_key is not None else env.get("VLLM_API_KEY")
-    log_requests = (
-        (not args.disable_log_requests) if version < (0, 11, 0) else bool(getattr(args, "enable_log_requests", False))
-    )
+    log_requests = (not args.disable_log_requests) if version < (0, 11, 0) else bool(getattr(args, "enable_log_requests", False))
     return ServeConfig(
         args=args,
         version=version,

@@ -270,9 +270,7 @@ class PerfModel:
         self.draft = spec.model_info if spec is not None and spec.model_info is not None else None
         self.draft_kvb = self.draft.kv_bytes_per_token(kv_dtype_bytes) if self.draft is not None else 0.0
 
-    def _forward(
-        self, read_bytes, kvb, flops_per_token, quant, dec_tokens, pre_tokens, ctx_sum, pre_attn_flops, overhead
-    ):
+    def _forward(self, read_bytes, kvb, flops_per_token, quant, dec_tokens, pre_tokens, ctx_sum, pre_attn_flops, overhead):
         dev = self.device
         t_mem = (read_bytes + ctx_sum * kvb) / (dev.bandwidth * dev.mem_eff)
         t_dec = dec_tokens * flops_per_token * dev.qcost(quant) / (dev.flops * dev.dec_eff)
@@ -528,9 +526,7 @@ class Engine:
         if not decode and not prefill:
             self._gauges()
             return None
-        target_t, draft_t = self.perf.step(
-            [r.context for r in decode], [(n, r.ctx_prefilled) for r, n in prefill], k if decode else 0
-        )
+        target_t, draft_t = self.perf.step([r.context for r in decode], [(n, r.ctx_prefilled) for r, n in prefill], k if decode else 0)
         factor = self.noise.factor(now)
         duration = (target_t + draft_t) * factor
         self._gauges()
@@ -595,9 +591,7 @@ def model_from_zoo(model_id: str, env=None):
     """ModelInfo for ``model_id`` from the in-memory zoo, else from the local/HF cache."""
     if model_id in zoo.MODELS:
         spec = zoo.MODELS[model_id]
-        return models_mod.ModelInfo(
-            model_id, "", spec["config"], spec["total_size"], spec.get("generation_config"), spec.get("tokenizer")
-        )
+        return models_mod.ModelInfo(model_id, "", spec["config"], spec["total_size"], spec.get("generation_config"), spec.get("tokenizer"))
     return models_mod.load(model_id, env)
 
 
@@ -682,9 +676,7 @@ def simulate_run(
     target_info = model_from_zoo(target) if isinstance(target, str) else target
     plan = None
     if speculative_config:
-        plan = specconfig.build(
-            dict(speculative_config), version, target_info, tensor_parallel_size, lambda name, rev: model_from_zoo(name)
-        )
+        plan = specconfig.build(dict(speculative_config), version, target_info, tensor_parallel_size, lambda name, rev: model_from_zoo(name))
     engine = make_engine(
         settings,
         target_info,

@@ -219,10 +219,7 @@ def pydantic_message(title: str, items, pyd_version: str) -> str:
     for item in items:
         if item.loc:
             lines.append(item.loc)
-        lines.append(
-            f"  {item.msg} [type={item.err_type}, input_value={pydantic_repr(item.value)}, "
-            f"input_type={input_type(item.value)}]"
-        )
+        lines.append(f"  {item.msg} [type={item.err_type}, input_value={pydantic_repr(item.value)}, input_type={input_type(item.value)}]")
         lines.append(f"    For further information visit https://errors.pydantic.dev/{pyd_version}/v/{item.err_type}")
     return "\n".join(lines)
 

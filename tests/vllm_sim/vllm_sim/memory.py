@@ -170,8 +170,7 @@ def kv_plan(
     if available <= 0:
         raise _engine_error(
             "ValueError",
-            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-            "initializing the engine.",
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
             frames,
         )
     per_token = target.kv_bytes_per_token(kv_dtype_bytes)
@@ -184,8 +183,7 @@ def kv_plan(
         if estimated < 1:
             raise _engine_error(
                 "ValueError",
-                "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token. "
-                "Try increasing `gpu_memory_utilization`.",
+                "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token. Try increasing `gpu_memory_utilization`.",
                 frames,
             )
         max_model_len = min(derived_max, estimated)

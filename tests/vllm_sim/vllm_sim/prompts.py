@@ -25,30 +25,23 @@ CHAT = [
 ]
 
 CODE = [
-    "Write a Python function `def merge_sorted(a, b):` that merges two sorted lists and return the merged list. "
-    "Include a docstring.",
-    "Fix the bug in this code:\n```python\ndef mean(xs):\n    return sum(xs) / len(xs) if xs else None\n"
-    "print(mean([]))\n```",
+    "Write a Python function `def merge_sorted(a, b):` that merges two sorted lists and return the merged list. Include a docstring.",
+    "Fix the bug in this code:\n```python\ndef mean(xs):\n    return sum(xs) / len(xs) if xs else None\nprint(mean([]))\n```",
     "Implement `class LRUCache:` in Python with `get(key)` and `put(key, value)` in O(1); use `import collections`.",
-    "Translate this JavaScript to Python: `const add = (a, b) => a + b; "
-    "for (let i = 0; i < 3; i++) { console.log(add(i, i)); }`",
+    "Translate this JavaScript to Python: `const add = (a, b) => a + b; for (let i = 0; i < 3; i++) { console.log(add(i, i)); }`",
     "Write a C function `int count_bits(unsigned int x)` and a `main()` that prints the result; `#include <stdio.h>`.",
-    "Refactor this function so it does not use a global variable:\n```python\ntotal = 0\ndef add(x):\n"
-    "    global total\n    total += x\n    return total\n```",
+    "Refactor this function so it does not use a global variable:\n```python\ntotal = 0\ndef add(x):\n    global total\n    total += x\n    return total\n```",
 ]
 
 STRUCTURED = [
-    'Return a JSON object with the keys "name", "country" and "population" for the five largest cities in '
-    "Europe. Output JSON only.",
+    'Return a JSON object with the keys "name", "country" and "population" for the five largest cities in Europe. Output JSON only.',
     "Make a markdown table with the columns | planet | diameter | moons | for the planets of the solar system.",
-    "Convert this list to YAML:\n- apples: 3\n- pears: 5\n- plums: 7\n"
-    'Then give the same data as JSON like {"apples": 3}.',
+    'Convert this list to YAML:\n- apples: 3\n- pears: 5\n- plums: 7\nThen give the same data as JSON like {"apples": 3}.',
     "List the steps to set up a Python virtual environment as a numbered list:\n1. ...\n2. ...\nKeep each step short.",
 ]
 
 _SUBWORDS = (
-    "ing tion ab qu zx ver ptr ent olo ry ism ght ke vr ud ex ct mn lph ory stra ck ql wv br ief dg sv "
-    "ax ill opt rk nd xt oc yq ze ur ph sch gu tw iv mb ou rp"
+    "ing tion ab qu zx ver ptr ent olo ry ism ght ke vr ud ex ct mn lph ory stra ck ql wv br ief dg sv ax ill opt rk nd xt oc yq ze ur ph sch gu tw iv mb ou rp"
 ).split()
 
 

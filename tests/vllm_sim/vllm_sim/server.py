@@ -254,16 +254,12 @@ class Server:
                 h = spec_model.hidden_size
                 raise VllmError(
                     "AssertionError",
-                    f"Attempted to load weight (torch.Size([{h}, {3 * h}])) into parameter "
-                    f"(torch.Size([{target.hidden_size}, {3 * target.hidden_size}]))",
+                    f"Attempted to load weight (torch.Size([{h}, {3 * h}])) into parameter (torch.Size([{target.hidden_size}, {3 * target.hidden_size}]))",
                     "engine",
                     ("engine_core", "load_model"),
                 )
             if version >= (0, 22, 0) and spec.method == "eagle3":
-                if not any(
-                    t in target.model_type
-                    for t in ("llama", "qwen", "minicpm", "gpt_oss", "deepseek", "kimi", "nemotron", "hunyuan")
-                ):
+                if not any(t in target.model_type for t in ("llama", "qwen", "minicpm", "gpt_oss", "deepseek", "kimi", "nemotron", "hunyuan")):
                     await self.sleep(target_bytes / load_gbps)
                     raise VllmError(
                         "RuntimeError",
@@ -282,8 +278,7 @@ class Server:
                 vlog.info("default_loader.py:267", f"Loading weights took {t_spec:.2f} seconds", "engine")
         vlog.info(
             "gpu_model_runner.py:2392",
-            f"Model loading took {(target_bytes + spec_bytes) / GiB:.4f} GiB memory and "
-            f"{t_target + t_spec + 0.35:.6f} seconds",
+            f"Model loading took {(target_bytes + spec_bytes) / GiB:.4f} GiB memory and {t_target + t_spec + 0.35:.6f} seconds",
             "engine",
         )
         init_s = float(self.settings["init_s"]) * (0.35 if args.enforce_eager else 1.0)
@@ -318,9 +313,7 @@ class Server:
                 f"Graph capturing finished in {init_s * 0.5:.0f} secs, took 0.45 GiB",
                 "engine",
             )
-        vlog.info(
-            "core.py:218", f"init engine (profile, create kv cache, warmup model) took {init_s:.2f} seconds", "engine"
-        )
+        vlog.info("core.py:218", f"init engine (profile, create kv cache, warmup model) took {init_s:.2f} seconds", "engine")
         await self.sleep(float(self.faults.get("slow_start_s") or 0.0))
         self.engine = engine_mod.make_engine(
             self.settings,
@@ -350,11 +343,7 @@ class Server:
         vlog.info("api_server.py:1611", "Supported_tasks: ['generate']")
         gen_temp = cfg.target.default_temperature
         if self.args.generation_config == "auto" and cfg.target.generation_config:
-            params = {
-                k: cfg.target.generation_config[k]
-                for k in ("temperature", "top_k", "top_p", "repetition_penalty")
-                if k in cfg.target.generation_config
-            }
+            params = {k: cfg.target.generation_config[k] for k in ("temperature", "top_k", "top_p", "repetition_penalty") if k in cfg.target.generation_config}
             if params:
                 vlog.warning(
                     "__init__.py:1695",
@@ -378,9 +367,7 @@ class Server:
             ("/v1/completions", "POST"),
         ):
             vlog.info("launcher.py:44", f"Route: {route}, Methods: {methods}")
-        vlog.uvicorn_level = {"trace": 5, "debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}[
-            self.args.uvicorn_log_level
-        ]
+        vlog.uvicorn_level = {"trace": 5, "debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}[self.args.uvicorn_log_level]
         vlog.uvicorn(f"Started server process [{self.pid}]")
         vlog.uvicorn("Waiting for application startup.")
         vlog.uvicorn("Application startup complete.")
@@ -445,10 +432,7 @@ class Server:
             asyncio.get_running_loop().call_later(0.05, self.crash)
         if faults.get("hang_after_requests") is not None and self.completed >= faults["hang_after_requests"]:
             asyncio.get_running_loop().call_later(0.05, self.hang)
-        if (
-            faults.get("engine_dead_after_requests") is not None
-            and self.completed >= faults["engine_dead_after_requests"]
-        ):
+        if faults.get("engine_dead_after_requests") is not None and self.completed >= faults["engine_dead_after_requests"]:
             asyncio.get_running_loop().call_later(0.05, self.kill_engine, "engine_dead_after_requests")
 
     def _dead_file(self) -> bool:
@@ -489,9 +473,7 @@ class Server:
         self.dead = True
         vlog = self.vlog
         vlog.error("core.py:737", "EngineCore encountered a fatal error.", "engine")
-        vlog.logged_traceback(
-            "core.py:737", ("engine_core",), "RuntimeError", "CUDA error: an illegal memory access was encountered"
-        )
+        vlog.logged_traceback("core.py:737", ("engine_core",), "RuntimeError", "CUDA error: an illegal memory access was encountered")
         vlog.error("async_llm.py:485", "AsyncLLM output_handler failed.")
         for req in list(self.engine.running) + list(self.engine.waiting):
             if req.user is not None:
@@ -556,16 +538,11 @@ class Server:
                     raise
                 except Exception as exc:
                     if not resp.started:
-                        await resp.send_json(
-                            500, self.error_body(f"vllm-sim internal error: {exc}", "InternalServerError", 500)
-                        )
+                        await resp.send_json(500, self.error_body(f"vllm-sim internal error: {exc}", "InternalServerError", 500))
                     else:
                         raise
                 if not self.args.disable_uvicorn_access_log:
-                    self.vlog.uvicorn(
-                        f'{peer[0]}:{peer[1]} - "{req.method} {req.target} {req.http_version}" '
-                        f"{resp.status} {_reason(resp.status)}"
-                    )
+                    self.vlog.uvicorn(f'{peer[0]}:{peer[1]} - "{req.method} {req.target} {req.http_version}" {resp.status} {_reason(resp.status)}')
                 if not req.keep_alive:
                     break
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
@@ -627,9 +604,7 @@ class Server:
             await resp.send_json(400, self.error_body(f"JSON decode error: {exc}"))
             return
         if not isinstance(body, dict):
-            await resp.send_json(
-                400, self.error_body("Input should be a valid dictionary or object to extract fields from")
-            )
+            await resp.send_json(400, self.error_body("Input should be a valid dictionary or object to extract fields from"))
             return
         if path == "/tokenize":
             await self.tokenize(body, resp)
@@ -676,9 +651,7 @@ class Server:
         n = textgen.count_tokens(text)
         state = textgen._h(self.cfg.target.name, text)
         tokens = [(state >> (i % 40)) % self.cfg.target.vocab_size for i in range(n)]
-        await resp.send_json(
-            200, {"count": n, "max_model_len": self.cfg.max_model_len, "tokens": tokens, "token_strs": None}
-        )
+        await resp.send_json(200, {"count": n, "max_model_len": self.cfg.max_model_len, "tokens": tokens, "token_strs": None})
 
     # ------------------------------------------------------------------------------ generation
     def _prompts(self, body, chat):

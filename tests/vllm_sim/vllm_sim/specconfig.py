@@ -197,10 +197,7 @@ class SpecPlan:
         self.raw = raw
 
     def __repr__(self) -> str:
-        return (
-            f"SpeculativeConfig(method={self.method!r}, model={self.model_name!r}, "
-            f"num_spec_tokens={self.num_speculative_tokens})"
-        )
+        return f"SpeculativeConfig(method={self.method!r}, model={self.model_name!r}, num_spec_tokens={self.num_speculative_tokens})"
 
     def k_for_batch(self, batch_size: int) -> int:
         schedule = self.options.get("num_speculative_tokens_per_batch_size")
@@ -223,25 +220,19 @@ def _int_item(key, value, version, gt=None, ge=None):
         value = int(value)
     elif isinstance(value, float):
         if value != int(value):
-            return None, PydanticErrorItem(
-                key, "Input should be a valid integer, got a number with a fractional part", "int_from_float", value
-            )
+            return None, PydanticErrorItem(key, "Input should be a valid integer, got a number with a fractional part", "int_from_float", value)
         value = int(value)
     elif isinstance(value, str):
         try:
             value = int(value.strip())
         except ValueError:
-            return None, PydanticErrorItem(
-                key, "Input should be a valid integer, unable to parse string as an integer", "int_parsing", value
-            )
+            return None, PydanticErrorItem(key, "Input should be a valid integer, unable to parse string as an integer", "int_parsing", value)
     elif not isinstance(value, int):
         return None, PydanticErrorItem(key, "Input should be a valid integer", "int_type", value)
     if gt is not None and not value > gt:
         return value, PydanticErrorItem(key, f"Input should be greater than {gt}", "greater_than", value)
     if ge is not None and not value >= ge:
-        return value, PydanticErrorItem(
-            key, f"Input should be greater than or equal to {ge}", "greater_than_equal", value
-        )
+        return value, PydanticErrorItem(key, f"Input should be greater than or equal to {ge}", "greater_than_equal", value)
     return value, None
 
 
@@ -264,8 +255,7 @@ def _value_error(message, kwargs, version):
 def _sim_unsupported(method):
     return VllmError(
         "NotImplementedError",
-        f"vllm-sim: speculative method {method!r} is valid for this vLLM version but is not simulated "
-        f"(simulated methods: {', '.join(SIMULATED_METHODS)})",
+        f"vllm-sim: speculative method {method!r} is valid for this vLLM version but is not simulated (simulated methods: {', '.join(SIMULATED_METHODS)})",
         "api",
         ("cli", "speculative"),
     )
@@ -315,8 +305,7 @@ def build(raw, version, target, target_tp, resolve, shortcuts=None):
     if raw is not None and not isinstance(raw, dict):
         raise VllmError(
             "TypeError",
-            "vllm.config.speculative.SpeculativeConfig() argument after ** must be a mapping, "
-            f"not {type(raw).__name__}",
+            f"vllm.config.speculative.SpeculativeConfig() argument after ** must be a mapping, not {type(raw).__name__}",
             "api",
             ("cli", "speculative"),
         )
@@ -337,9 +326,7 @@ def build(raw, version, target, target_tp, resolve, shortcuts=None):
     strict = version >= (0, 16, 0)
     items = []
 
-    k, item = _int_item(
-        "num_speculative_tokens", raw.get("num_speculative_tokens"), version, gt=0 if version >= (0, 11, 2) else None
-    )
+    k, item = _int_item("num_speculative_tokens", raw.get("num_speculative_tokens"), version, gt=0 if version >= (0, 11, 2) else None)
     items.append(item)
     model_name, item = _str_item("model", raw.get("model"))
     items.append(item)
@@ -356,9 +343,7 @@ def build(raw, version, target, target_tp, resolve, shortcuts=None):
     if "tensor_parallel_size" in known:
         tp_key, item = _int_item("tensor_parallel_size", raw.get("tensor_parallel_size"), version)
         items.append(item)
-    spec_max_len, item = _int_item(
-        "max_model_len", raw.get("max_model_len"), version, ge=1 if version >= (0, 11, 2) else None
-    )
+    spec_max_len, item = _int_item("max_model_len", raw.get("max_model_len"), version, ge=1 if version >= (0, 11, 2) else None)
     items.append(item)
     ge1 = 1 if version >= (0, 11, 2) else None
     lookup_max, item = _int_item("prompt_lookup_max", raw.get("prompt_lookup_max"), version, ge=ge1)
@@ -367,29 +352,21 @@ def build(raw, version, target, target_tp, resolve, shortcuts=None):
     items.append(item)
     dbbs = None
     if "disable_by_batch_size" in known:
-        dbbs, item = _int_item(
-            "disable_by_batch_size", raw.get("disable_by_batch_size"), version, ge=2 if version >= (0, 11, 2) else None
-        )
+        dbbs, item = _int_item("disable_by_batch_size", raw.get("disable_by_batch_size"), version, ge=2 if version >= (0, 11, 2) else None)
         items.append(item)
     rejection = None
     if "rejection_sample_method" in known:
-        rejection, item = _literal_item(
-            "rejection_sample_method", raw.get("rejection_sample_method"), rejection_choices(version)
-        )
+        rejection, item = _literal_item("rejection_sample_method", raw.get("rejection_sample_method"), rejection_choices(version))
         items.append(item)
     draft_sample = None
     if "draft_sample_method" in known:
-        draft_sample, item = _literal_item(
-            "draft_sample_method", raw.get("draft_sample_method"), ["greedy", "probabilistic"]
-        )
+        draft_sample, item = _literal_item("draft_sample_method", raw.get("draft_sample_method"), ["greedy", "probabilistic"])
         items.append(item)
     items = [i for i in items if i is not None]
     if strict:
         for key, value in raw.items():
             if key not in known:
-                items.append(
-                    PydanticErrorItem(key, "Unexpected keyword argument", "unexpected_keyword_argument", value)
-                )
+                items.append(PydanticErrorItem(key, "Unexpected keyword argument", "unexpected_keyword_argument", value))
     if items:
         raise errors.validation_error("SpeculativeConfig", items, version)
     # <= 0.15: unknown keys are dropped silently.
@@ -398,8 +375,7 @@ def build(raw, version, target, target_tp, resolve, shortcuts=None):
     # ------------------------------------------------------------------ __post_init__ checks
     if tp_key is not None:
         raise _value_error(
-            "'tensor_parallel_size' is not a valid argument in the speculative_config. "
-            "Please pass 'draft_tensor_parallel_size' instead.",
+            "'tensor_parallel_size' is not a valid argument in the speculative_config. Please pass 'draft_tensor_parallel_size' instead.",
             kwargs,
             version,
         )
@@ -441,9 +417,7 @@ def build(raw, version, target, target_tp, resolve, shortcuts=None):
             if lookup_max < 1:
                 raise _value_error(f"prompt_lookup_max={lookup_max} must be > 0", kwargs, version)
         if lookup_min > lookup_max:
-            raise _value_error(
-                f"prompt_lookup_min={lookup_min} must be <= prompt_lookup_max={lookup_max}", kwargs, version
-            )
+            raise _value_error(f"prompt_lookup_min={lookup_min} must be <= prompt_lookup_max={lookup_max}", kwargs, version)
         if k is None:
             raise _value_error(_missing_k_text(version), kwargs, version)
         options.update(prompt_lookup_min=lookup_min, prompt_lookup_max=lookup_max)
@@ -475,9 +449,7 @@ def build(raw, version, target, target_tp, resolve, shortcuts=None):
         if n_predict:
             k = int(n_predict)
         elif version >= (0, 17, 0):
-            raise _value_error(
-                "A speculative model was provided, but `num_speculative_tokens` was not provided", kwargs, version
-            )
+            raise _value_error("A speculative model was provided, but `num_speculative_tokens` was not provided", kwargs, version)
         else:
             raise _value_error(_missing_k_text(version), kwargs, version)
     elif n_predict and k > n_predict and k % n_predict != 0:
@@ -487,8 +459,7 @@ def build(raw, version, target, target_tp, resolve, shortcuts=None):
         draft_tp = target_tp
     elif draft_tp not in (1, target_tp):
         raise _value_error(
-            f"speculative_draft_tensor_parallel_size={draft_tp} cannot be other value than 1 or target model "
-            "tensor_parallel_size",
+            f"speculative_draft_tensor_parallel_size={draft_tp} cannot be other value than 1 or target model tensor_parallel_size",
             kwargs,
             version,
         )
@@ -518,8 +489,7 @@ def build(raw, version, target, target_tp, resolve, shortcuts=None):
     if method == "draft_model":
         if draft_tp != target_tp:
             raise _value_error(
-                "Currently, 'draft_tensor_parallel_size' and 'tensor_parallel_size' must be the same. "
-                f"Got {draft_tp} and {target_tp}.",
+                f"Currently, 'draft_tensor_parallel_size' and 'tensor_parallel_size' must be the same. Got {draft_tp} and {target_tp}.",
                 kwargs,
                 version,
             )
@@ -542,17 +512,13 @@ def build(raw, version, target, target_tp, resolve, shortcuts=None):
 
 
 def _missing_k_text(version):
-    return (
-        "num_speculative_tokens must be provided with speculative model unless the draft model config "
-        "contains an n_predict parameter."
-    )
+    return "num_speculative_tokens must be provided with speculative model unless the draft model config contains an n_predict parameter."
 
 
 def _check_schedule(schedule, kwargs, version):
     """0.24+ ``num_speculative_tokens_per_batch_size``: ``[[start, end, k], ...]``."""
     bad = _value_error(
-        "num_speculative_tokens_per_batch_size must be a list of [start, end, k] ranges that are "
-        "positive, sorted, non-overlapping and start at 1",
+        "num_speculative_tokens_per_batch_size must be a list of [start, end, k] ranges that are positive, sorted, non-overlapping and start at 1",
         kwargs,
         version,
     )
@@ -580,8 +546,7 @@ def _verify_args(plan, version, target, kwargs, dbbs):
         raise _value_error(f"Expected num_speculative_tokens to be greater than zero ({k}).", kwargs, version)
     if dbbs is not None and version < (0, 11, 2) and dbbs < 2:
         raise _value_error(
-            "Expect the batch size threshold of disabling speculative decoding is > 1, "
-            f"but got self.disable_by_batch_size={dbbs}",
+            f"Expect the batch size threshold of disabling speculative decoding is > 1, but got self.disable_by_batch_size={dbbs}",
             kwargs,
             version,
         )
@@ -590,20 +555,11 @@ def _verify_args(plan, version, target, kwargs, dbbs):
         model_type = target.model_type
         if supported is not None and not any(s in model_type for s in supported):
             if version < (0, 10, 1):
-                text = (
-                    "Eagle3 is only supported for Llama models. "
-                    f"Got self.target_model_config.hf_text_config.model_type={model_type!r}"
-                )
+                text = f"Eagle3 is only supported for Llama models. Got self.target_model_config.hf_text_config.model_type={model_type!r}"
             elif version < (0, 17, 0):
-                text = (
-                    f"Eagle3 is only supported for {supported} models. "
-                    f"Got self.target_model_config.hf_text_config.model_type={model_type!r}"
-                )
+                text = f"Eagle3 is only supported for {supported} models. Got self.target_model_config.hf_text_config.model_type={model_type!r}"
             else:
-                text = (
-                    f"{plan.method} is only supported for {supported} models. "
-                    f"Got self.target_model_config.hf_text_config.model_type={model_type!r}"
-                )
+                text = f"{plan.method} is only supported for {supported} models. Got self.target_model_config.hf_text_config.model_type={model_type!r}"
             raise _value_error(text, kwargs, version)
 
 

@@ -39,9 +39,7 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
 
 def _collection_modules():
-    return dict(
-        (k, v) for k, v in sys.modules.items() if k == "ansible_collections" or k.startswith("ansible_collections.")
-    )
+    return dict((k, v) for k, v in sys.modules.items() if k == "ansible_collections" or k.startswith("ansible_collections."))
 
 
 @pytest.fixture(scope="module")
@@ -113,28 +111,22 @@ def test_direct_call_equals_the_planner():
 
 
 def test_non_mapping_input_names_the_filter():
-    with pytest.raises(
-        AnsibleFilterError, match=r"jetson_llm\.speculative\.speculative_plan filter must be a dictionary"
-    ):
+    with pytest.raises(AnsibleFilterError, match=r"jetson_llm\.speculative\.speculative_plan filter must be a dictionary"):
         plugin.speculative_plan_filter("thor", target_model=LLAMA, serve=SERVE, concurrency=1)
 
 
 def test_specdec_errors_become_filter_errors_naming_the_fqcn():
     with pytest.raises(AnsibleFilterError) as excinfo:
-        plugin.speculative_plan_filter(
-            FACTS, target_model=LLAMA, serve=SERVE, concurrency=1, overrides={"enabled": "yes"}, host="jetson-003"
-        )
+        plugin.speculative_plan_filter(FACTS, target_model=LLAMA, serve=SERVE, concurrency=1, overrides={"enabled": "yes"}, host="jetson-003")
     assert str(excinfo.value).startswith(
-        "jetson_llm.speculative.speculative_plan: host jetson-003: speculative_decoding_enabled='yes' is not allowed; "
-        "expected a boolean"
+        "jetson_llm.speculative.speculative_plan: host jetson-003: speculative_decoding_enabled='yes' is not allowed; expected a boolean"
     )
 
 
 def test_jinja_call_through_templar(render):
     variables = {"jetson": FACTS, "serve": SERVE, "inventory_hostname": "jetson-001"}
     result = render(
-        "{{ jetson | jetson_llm.speculative.speculative_plan(target_model='" + LLAMA + "', serve=serve,"
-        " concurrency=1, host=inventory_hostname) }}",
+        "{{ jetson | jetson_llm.speculative.speculative_plan(target_model='" + LLAMA + "', serve=serve, concurrency=1, host=inventory_hostname) }}",
         variables,
     )
     assert result["decision"] == "enabled"
@@ -146,8 +138,7 @@ def test_jinja_call_through_templar(render):
 def test_jinja_overrides_and_catalog(render):
     variables = {"jetson": dict(FACTS, family="agx_orin"), "serve": SERVE}
     skipped = render(
-        "{{ jetson | jetson_llm.speculative.speculative_plan(target_model='" + LLAMA + "', serve=serve,"
-        " concurrency=1, overrides={'enabled': false}) }}",
+        "{{ jetson | jetson_llm.speculative.speculative_plan(target_model='" + LLAMA + "', serve=serve, concurrency=1, overrides={'enabled': false}) }}",
         variables,
     )
     assert skipped["decision"] == "skipped"
@@ -174,10 +165,7 @@ def test_jinja_error_names_the_filter(render):
 
 
 def test_real_ansible_run():
-    msg = (
-        "{{ jetson | jetson_llm.speculative.speculative_plan(target_model=target, serve=serve, concurrency=1,"
-        " host=inventory_hostname) }}"
-    )
+    msg = "{{ jetson | jetson_llm.speculative.speculative_plan(target_model=target, serve=serve, concurrency=1, host=inventory_hostname) }}"
     result = adhoc(msg, {"jetson": dict(FACTS, family="agx_orin"), "serve": SERVE, "target": LLAMA})
     assert not result.get("failed"), result
     plan = result["msg"]
@@ -193,7 +181,4 @@ def test_real_ansible_run_failure_message():
     )
     result = adhoc(msg, {"jetson": FACTS, "serve": SERVE, "target": LLAMA})
     assert result["failed"] is True
-    assert (
-        "jetson_llm.speculative.speculative_plan: host localhost: speculative_decoding_force='yes' is not allowed"
-        in result["msg"]
-    )
+    assert "jetson_llm.speculative.speculative_plan: host localhost: speculative_decoding_force='yes' is not allowed" in result["msg"]

@@ -50,9 +50,7 @@ def blocks(rounds=3, g1=0.6, q1=0.4, g8=0.05, noise=0.01, seed=0):
 
 
 def _collection_modules():
-    return dict(
-        (k, v) for k, v in sys.modules.items() if k == "ansible_collections" or k.startswith("ansible_collections.")
-    )
+    return dict((k, v) for k, v in sys.modules.items() if k == "ansible_collections" or k.startswith("ansible_collections."))
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,7 @@ ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
 
 
 def _collection_modules():
-    return dict(
-        (k, v) for k, v in sys.modules.items() if k == "ansible_collections" or k.startswith("ansible_collections.")
-    )
+    return dict((k, v) for k, v in sys.modules.items() if k == "ansible_collections" or k.startswith("ansible_collections."))
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +91,7 @@ def test_filter_is_registered_under_its_name():
 
 def test_direct_call():
     assert plugin.systemd_quote_filter(ARGV) == " ".join('"{}"'.format(word) for word in ARGV)
-    assert plugin.systemd_quote_filter(TRICKY) == (
-        '"/bin/echo" "100%%" "$$HOME" "say \\"hi\\"" "back\\\\slash" ";" "8000"'
-    )
+    assert plugin.systemd_quote_filter(TRICKY) == ('"/bin/echo" "100%%" "$$HOME" "say \\"hi\\"" "back\\\\slash" ";" "8000"')
 
 
 def test_non_list_input_names_the_filter():
@@ -107,27 +103,20 @@ def test_specdec_errors_become_filter_errors_naming_the_fqcn():
     with pytest.raises(AnsibleFilterError) as excinfo:
         plugin.systemd_quote_filter(["/bin/echo", "a\nb"], host="jetson-008")
     assert str(excinfo.value).startswith(
-        "jetson_llm.speculative.systemd_quote: host jetson-008: argv[1]='a\\nb' is not allowed; "
-        "expected a string without control characters"
+        "jetson_llm.speculative.systemd_quote: host jetson-008: argv[1]='a\\nb' is not allowed; expected a string without control characters"
     )
 
 
 def test_jinja_call_through_templar(render):
-    assert render("{{ argv | jetson_llm.speculative.systemd_quote }}", {"argv": TRICKY}) == plugin.systemd_quote_filter(
-        TRICKY
-    )
+    assert render("{{ argv | jetson_llm.speculative.systemd_quote }}", {"argv": TRICKY}) == plugin.systemd_quote_filter(TRICKY)
     # words built in Jinja (tagged strings, integers) are quoted the same way
-    assert render("{{ ['/bin/sleep', 5, 'x' ~ '%'] | jetson_llm.speculative.systemd_quote }}", {}) == (
-        '"/bin/sleep" "5" "x%%"'
-    )
+    assert render("{{ ['/bin/sleep', 5, 'x' ~ '%'] | jetson_llm.speculative.systemd_quote }}", {}) == ('"/bin/sleep" "5" "x%%"')
 
 
 def test_jinja_error_names_the_filter(render):
     with pytest.raises(AnsibleError) as excinfo:
         render("{{ ['-/bin/true'] | jetson_llm.speculative.systemd_quote(host='jetson-009') }}", {})
-    assert "jetson_llm.speculative.systemd_quote: host jetson-009: argv[0]='-/bin/true' is not allowed" in str(
-        excinfo.value
-    )
+    assert "jetson_llm.speculative.systemd_quote: host jetson-009: argv[0]='-/bin/true' is not allowed" in str(excinfo.value)
 
 
 def test_real_ansible_run():
@@ -137,8 +126,6 @@ def test_real_ansible_run():
 
 
 def test_real_ansible_run_failure_message():
-    result = adhoc(
-        "{{ argv | jetson_llm.speculative.systemd_quote(host=inventory_hostname) }}", {"argv": ["/bin/echo", ""]}
-    )
+    result = adhoc("{{ argv | jetson_llm.speculative.systemd_quote(host=inventory_hostname) }}", {"argv": ["/bin/echo", ""]})
     assert result["failed"] is True
     assert "jetson_llm.speculative.systemd_quote: host localhost: argv[1]='' is not allowed" in result["msg"]

@@ -22,9 +22,7 @@ ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
 
 
 def _collection_modules():
-    return dict(
-        (k, v) for k, v in sys.modules.items() if k == "ansible_collections" or k.startswith("ansible_collections.")
-    )
+    return dict((k, v) for k, v in sys.modules.items() if k == "ansible_collections" or k.startswith("ansible_collections."))
 
 
 @pytest.fixture(scope="module")
@@ -119,18 +117,14 @@ def test_direct_call_equals_the_renderer():
 
 
 def test_non_mapping_input_names_the_filter():
-    with pytest.raises(
-        AnsibleFilterError, match=r"jetson_llm\.speculative\.vllm_serve_config filter must be a dictionary"
-    ):
+    with pytest.raises(AnsibleFilterError, match=r"jetson_llm\.speculative\.vllm_serve_config filter must be a dictionary"):
         plugin.vllm_serve_config_filter(["model"])
 
 
 def test_specdec_errors_become_filter_errors_naming_the_fqcn():
     with pytest.raises(AnsibleFilterError) as excinfo:
         plugin.vllm_serve_config_filter(dict(SERVE, port="8000"), host="jetson-006")
-    assert str(excinfo.value).startswith(
-        "jetson_llm.speculative.vllm_serve_config: host jetson-006: serve.port='8000' is not allowed"
-    )
+    assert str(excinfo.value).startswith("jetson_llm.speculative.vllm_serve_config: host jetson-006: serve.port='8000' is not allowed")
 
 
 def test_jinja_call_through_templar(render):
@@ -172,9 +166,7 @@ def test_jinja_error_names_the_filter(render):
             "{{ serve | jetson_llm.speculative.vllm_serve_config(plan=plan, host='jetson-007') }}",
             {"serve": dict(SERVE, vllm_version=None), "plan": PLAN},
         )
-    assert "jetson_llm.speculative.vllm_serve_config: host jetson-007: serve.vllm_version is missing" in str(
-        excinfo.value
-    )
+    assert "jetson_llm.speculative.vllm_serve_config: host jetson-007: serve.vllm_version is missing" in str(excinfo.value)
 
 
 def test_real_ansible_run():
@@ -189,7 +181,4 @@ def test_real_ansible_run_failure_message():
         {"serve": dict(SERVE, model="meta-llama/x; reboot")},
     )
     assert result["failed"] is True
-    assert (
-        "jetson_llm.speculative.vllm_serve_config: host localhost: serve.model='meta-llama/x; reboot' is not allowed"
-        in result["msg"]
-    )
+    assert "jetson_llm.speculative.vllm_serve_config: host localhost: serve.model='meta-llama/x; reboot' is not allowed" in result["msg"]

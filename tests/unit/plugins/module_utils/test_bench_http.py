@@ -121,10 +121,7 @@ def default_get(handler):
 def stream_ok(handler, payload, number, per_chunk=1, split=7):
     """Stream the events, writing the bytes in pieces of ``split`` bytes (SSE events cut anywhere)."""
     handler.start_chunked()
-    data = (
-        b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in chat_events(payload["max_tokens"], per_chunk))
-        + b"data: [DONE]\n\n"
-    )
+    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in chat_events(payload["max_tokens"], per_chunk)) + b"data: [DONE]\n\n"
     for i in range(0, len(data), split):
         handler.chunk(data[i : i + split])
     handler.end_chunked()
@@ -163,8 +160,7 @@ class Fake:
                 'vllm:spec_decode_num_drafts_total{engine="0",model_name="%s"} %d.0' % (MODEL, d),
                 'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="%s"} %d.0' % (MODEL, 3 * d),
                 'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="%s"} %d.0' % (MODEL, a),
-                'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="%s",position="0"} %d.0'
-                % (MODEL, a),
+                'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="%s",position="0"} %d.0' % (MODEL, a),
             ]
         return "\n".join(lines) + "\n"
 
@@ -254,9 +250,7 @@ def test_connection_close_framing(fake):
 
 def test_http_error_status_is_reported_with_body(fake):
     def post(handler, payload, number):
-        handler.send_json(
-            404, {"error": {"message": "The model `x` does not exist.", "type": "NotFoundError", "code": 404}}
-        )
+        handler.send_json(404, {"error": {"message": "The model `x` does not exist.", "type": "NotFoundError", "code": 404}})
 
     rec = one(fake(post=post).url)
     assert not rec["ok"]
@@ -378,9 +372,7 @@ def test_bad_url():
 def test_run_level_counts_blocks_warmups_and_acceptance(fake):
     srv = fake(speculative=True)
     server = _bench.Server(srv.url)
-    run = _bench.run_level(
-        server, MODEL, 3, 12, num_warmups=4, output_len=12, blocks=3, timeout=10, deadline=_bench.clock() + 60
-    )
+    run = _bench.run_level(server, MODEL, 3, 12, num_warmups=4, output_len=12, blocks=3, timeout=10, deadline=_bench.clock() + 60)
     posts = [c for c in srv.calls if c[0] == "POST"]
     assert len(posts) == 16  # 4 warm-ups + 12 measured
     measured_ids = [p[3]["messages"][0]["content"] for p in posts[4:]]
@@ -426,9 +418,7 @@ def test_run_level_fails_on_a_failed_request(fake):
     assert "HTTP 500" in text and "engine step failed" in text
 
     srv2 = fake(post=post)
-    run = _bench.run_level(
-        _bench.Server(srv2.url), MODEL, 1, 5, num_warmups=0, output_len=8, timeout=10, max_failed_fraction=0.2
-    )
+    run = _bench.run_level(_bench.Server(srv2.url), MODEL, 1, 5, num_warmups=0, output_len=8, timeout=10, max_failed_fraction=0.2)
     assert run["completed"] == 4 and run["failed"] == 1
     assert "HTTP 500" in run["errors"][0]
 
@@ -450,9 +440,7 @@ def test_run_level_deadline_bounds_the_run(fake):
 
     srv = fake(post=post)
     with pytest.raises(_bench.BenchError) as err:
-        _bench.run_level(
-            _bench.Server(srv.url), MODEL, 1, 50, num_warmups=0, output_len=4, timeout=10, deadline=_bench.clock() + 0.5
-        )
+        _bench.run_level(_bench.Server(srv.url), MODEL, 1, 50, num_warmups=0, output_len=4, timeout=10, deadline=_bench.clock() + 0.5)
     assert "requests failed" in str(err.value)
     assert "run deadline reached" in str(err.value)
     assert len([c for c in srv.calls if c[0] == "POST"]) < 50

@@ -198,9 +198,7 @@ def test_sse_split_at_any_boundary_gives_the_same_events(cuts):
 
 
 def test_sse_crlf_comments_multiline_and_other_fields():
-    payload = (
-        b': keep-alive comment\r\n\r\nevent: message\r\nid: 7\r\ndata: {"a":\r\ndata: 1}\r\n\r\ndata:[DONE]\r\n\r\n'
-    )
+    payload = b': keep-alive comment\r\n\r\nevent: message\r\nid: 7\r\ndata: {"a":\r\ndata: 1}\r\n\r\ndata:[DONE]\r\n\r\n'
     assert _all_events([payload]) == ['{"a":\n1}', "[DONE]"]
 
 

@@ -181,9 +181,7 @@ def test_speculation_reports_acceptance_and_same_greedy_text(sim):
     assert len(run["spec_decode_per_position_acceptance_rates"]) == SPEC_K
     assert all(0.0 <= r <= 1.0 for r in run["spec_decode_per_position_acceptance_rates"])
     assert run["spec_decode_draft_tokens"] == SPEC_K * run["spec_decode_num_drafts"]
-    assert run["spec_decode_acceptance_length"] == pytest.approx(
-        1 + run["spec_decode_accepted_tokens"] / run["spec_decode_num_drafts"], abs=1e-3
-    )
+    assert run["spec_decode_acceptance_length"] == pytest.approx(1 + run["spec_decode_accepted_tokens"] / run["spec_decode_num_drafts"], abs=1e-3)
     # per-block acceptance adds up to the run's
     assert len(run["blocks"]) == 2
     assert sum(b["spec_decode_num_drafts"] for b in run["blocks"]) == run["spec_decode_num_drafts"]

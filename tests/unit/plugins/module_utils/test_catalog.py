@@ -134,9 +134,7 @@ def test_quantized_targets_share_their_originals_shape_and_family():
 
 
 def test_heads_have_one_layer_with_their_targets_attention_shape():
-    targets = dict(
-        (m["family"], m) for m in catalog.MODELS.values() if m["kind"] == "target" and m["quantization"] == "bf16"
-    )
+    targets = dict((m["family"], m) for m in catalog.MODELS.values() if m["kind"] == "target" and m["quantization"] == "bf16")
     for mid in HEADS:
         head = catalog.MODELS[mid]
         target = targets[head["family"]]
@@ -195,10 +193,7 @@ def test_declared_draft_pairs(family, drafts):
 
 def test_draft_pair_vocabularies():
     models = catalog.MODELS
-    assert (
-        models["meta-llama/Llama-3.2-1B-Instruct"]["vocab_size"]
-        == models["meta-llama/Llama-3.1-8B-Instruct"]["vocab_size"]
-    )
+    assert models["meta-llama/Llama-3.2-1B-Instruct"]["vocab_size"] == models["meta-llama/Llama-3.1-8B-Instruct"]["vocab_size"]
     for target in ("Qwen/Qwen3-8B", "Qwen/Qwen3-4B", "Qwen/Qwen3-1.7B"):
         assert models["Qwen/Qwen3-0.6B"]["vocab_size"] == models[target]["vocab_size"]
     # the refused pair
@@ -331,9 +326,7 @@ def test_extra_entry_replaces_a_builtin_without_touching_the_module_data():
 
 
 def test_local_path_entry():
-    merged = catalog.merged_catalog(
-        {"/srv/models/head": dict(GOOD_TARGET, kind="eagle3_head", checkpoint_format="eagle")}
-    )
+    merged = catalog.merged_catalog({"/srv/models/head": dict(GOOD_TARGET, kind="eagle3_head", checkpoint_format="eagle")})
     assert merged["/srv/models/head"]["kind"] == "eagle3_head"
 
 

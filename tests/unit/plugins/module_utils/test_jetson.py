@@ -43,9 +43,7 @@ def sources(model=None, compatible=None, release=None, *, boot=None, mem_gib=Non
         "compatible": dt_list(compatible) if compatible is not None else None,
         "nv_tegra_release": release,
         "nv_boot_control": boot,
-        "meminfo": meminfo(int(mem_gib * GIB_KB), int(avail_gib * GIB_KB) if avail_gib else None)
-        if mem_gib is not None
-        else None,
+        "meminfo": meminfo(int(mem_gib * GIB_KB), int(avail_gib * GIB_KB) if avail_gib else None) if mem_gib is not None else None,
         "nvpmodel": nvpmodel,
     }
 
@@ -508,9 +506,7 @@ DEVICE_TABLE = [
     ),
     (
         "xavier-agx-devkit",
-        sources(
-            "Jetson-AGX", ["nvidia,p2972-0000", "nvidia,galen", "nvidia,tegra194"], l4t_line(35, "6.0"), mem_gib=30
-        ),
+        sources("Jetson-AGX", ["nvidia,p2972-0000", "nvidia,galen", "nvidia,tegra194"], l4t_line(35, "6.0"), mem_gib=30),
         ("xavier", "agx", "compatible", False, "tegra194"),
     ),
     (
@@ -900,9 +896,7 @@ release_line = st.builds(
 )
 boot_text = st.builds(
     lambda spec, extra: "TNSPEC %s\nCOMPATIBLE_SPEC %s\n" % (spec, extra),
-    st.lists(
-        st.sampled_from(["3834-500-0008", "3701-500-0005", "3767-300-0003", "-t4000", "-t5000", "x"]), max_size=4
-    ).map("".join),
+    st.lists(st.sampled_from(["3834-500-0008", "3701-500-0005", "3767-300-0003", "-t4000", "-t5000", "x"]), max_size=4).map("".join),
     st.text(max_size=20),
 )
 mem_text = st.builds(
@@ -911,9 +905,7 @@ mem_text = st.builds(
     st.integers(0, 2**40),
 )
 nvpmodel_text = st.builds(
-    lambda name, mode_id, one_line: (
-        ("NV Power Mode: %s / %d\n" if one_line else "NV Power Mode: %s\n%d\n") % (name, mode_id)
-    ),
+    lambda name, mode_id, one_line: ("NV Power Mode: %s / %d\n" if one_line else "NV Power Mode: %s\n%d\n") % (name, mode_id),
     st.sampled_from(["MAXN", "MAXN_SUPER", "15W", "120W", "x/y", ""]),
     st.integers(0, 99),
     st.booleans(),

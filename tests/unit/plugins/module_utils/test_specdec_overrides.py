@@ -102,10 +102,7 @@ def test_invalid_override_names_host_variable_value_and_allowed(key, value, allo
 def test_the_documented_example_message():
     with pytest.raises(specdec.SpecdecError) as excinfo:
         specdec.validate_overrides({"num_speculative_tokens": 0}, host="jetson-003")
-    assert str(excinfo.value) == (
-        "host jetson-003: speculative_decoding_num_speculative_tokens=0 is not allowed; "
-        "expected an integer from 1 to 15"
-    )
+    assert str(excinfo.value) == ("host jetson-003: speculative_decoding_num_speculative_tokens=0 is not allowed; expected an integer from 1 to 15")
 
 
 def test_string_numbers_get_a_hint():
@@ -133,9 +130,7 @@ def test_custom_variable_prefix():
 
 
 def test_overrides_must_be_a_mapping():
-    with pytest.raises(
-        specdec.SpecdecError, match=r"host h: speculative_decoding_\*=\['x'\] is not allowed; expected a mapping"
-    ):
+    with pytest.raises(specdec.SpecdecError, match=r"host h: speculative_decoding_\*=\['x'\] is not allowed; expected a mapping"):
         specdec.validate_overrides(["x"], host="h")
 
 

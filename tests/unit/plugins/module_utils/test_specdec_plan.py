@@ -131,9 +131,7 @@ def test_orin_nano_8gb_with_an_8b_target_skips_clearly():
 
 def test_orin_nano_forced_with_an_8b_target_still_skips_on_memory():
     result = skipped(run(NANO8, overrides={"force": True}), "eagle3 with {} does not fit: needs".format(YUHUILI))
-    assert (
-        "(target 16.10 + EAGLE-3 head 0.80 + KV 1.11 + overhead 1.35) but 0.70 x 7.95 GB = 5.56 GB" in result["reason"]
-    )
+    assert "(target 16.10 + EAGLE-3 head 0.80 + KV 1.11 + overhead 1.35) but 0.70 x 7.95 GB = 5.56 GB" in result["reason"]
     assert any("forced on orin_nano" in w for w in result["warnings"])
 
 
@@ -199,9 +197,7 @@ def test_running_server_reservation_is_reclaimable_at_restart():
     result = enabled(run(now, serve_kw={"running": True}), "eagle3", YUHUILI, 3)
     budget = result["budget"]
     assert budget["reclaimable_gb"] == pytest.approx(0.75 * budget["total_gb"], abs=0.01)
-    assert budget["available_at_restart_gb"] == pytest.approx(
-        budget["available_gb"] + budget["reclaimable_gb"], abs=0.01
-    )
+    assert budget["available_at_restart_gb"] == pytest.approx(budget["available_gb"] + budget["reclaimable_gb"], abs=0.01)
 
 
 def test_available_at_restart_is_capped_at_total_memory():
@@ -249,9 +245,7 @@ def test_llama_70b_bf16_fits_no_jetson():
 
 
 def test_llama_70b_fp4_with_nvidia_head_on_thor():
-    result = enabled(
-        run(THOR, target="nvidia/Llama-3.3-70B-Instruct-FP4"), "eagle3", "nvidia/Llama-3.3-70B-Instruct-Eagle3", 5
-    )
+    result = enabled(run(THOR, target="nvidia/Llama-3.3-70B-Instruct-FP4"), "eagle3", "nvidia/Llama-3.3-70B-Instruct-Eagle3", 5)
     assert result["budget"]["speculator_weights_gb"] == 6.4
 
 
@@ -302,9 +296,7 @@ def test_facts_saying_unsupported_skip_a_supported_family():
 
 
 def test_orin_nx_without_force_reports_that_force_would_fit():
-    result = skipped(
-        run(NX16, target=QWEN17), "speculation is not suggested on orin_nx", "set speculative_decoding_force: true"
-    )
+    result = skipped(run(NX16, target=QWEN17), "speculation is not suggested on orin_nx", "set speculative_decoding_force: true")
     assert result["budget"]["required_gb"] < result["budget"]["allowed_gb"]
 
 
@@ -339,9 +331,7 @@ def test_forced_family_without_a_speculator_keeps_the_guidance_prefix():
 def test_missing_memory_facts_skip():
     data = facts(**AGX64)
     del data["memory"]
-    result = skipped(
-        specdec.plan(data, LLAMA, serve(), 1), "memory facts (memory.total_mb, memory.available_mb) are missing"
-    )
+    result = skipped(specdec.plan(data, LLAMA, serve(), 1), "memory facts (memory.total_mb, memory.available_mb) are missing")
     assert result["budget"]["total_gb"] is None
 
 
@@ -466,8 +456,7 @@ def test_override_naming_the_refused_draft_is_an_error_with_vllms_message():
         run(THOR, target=QWEN25, overrides={"model": "Qwen/Qwen2.5-0.5B-Instruct"}, host="jetson-004")
     message = str(excinfo.value)
     assert message.startswith(
-        "host jetson-004: speculative_decoding_model='Qwen/Qwen2.5-0.5B-Instruct' is not allowed; "
-        "expected a draft with the target's vocabulary size"
+        "host jetson-004: speculative_decoding_model='Qwen/Qwen2.5-0.5B-Instruct' is not allowed; expected a draft with the target's vocabulary size"
     )
     assert catalog.vocab_mismatch_message(152064, 151936) in message
 
@@ -575,8 +564,7 @@ def test_draft_tp_other_than_one_or_the_target_tp_is_an_error():
     with pytest.raises(specdec.SpecdecError) as excinfo:
         run(THOR, serve_kw={"tensor_parallel_size": 2}, overrides={"draft_tensor_parallel_size": 3}, host="h9")
     assert str(excinfo.value).startswith(
-        "host h9: speculative_decoding_draft_tensor_parallel_size=3 is not allowed; expected 1 or the target "
-        "tensor_parallel_size (2)"
+        "host h9: speculative_decoding_draft_tensor_parallel_size=3 is not allowed; expected 1 or the target tensor_parallel_size (2)"
     )
     assert "cannot be other value than 1 or target model tensor_parallel_size" in str(excinfo.value)
 
@@ -644,9 +632,7 @@ def test_eagle3_is_not_chosen_automatically_before_0102(version):
 
 
 def test_explicit_eagle3_on_0101_is_planned_with_the_method_written():
-    result = enabled(
-        run(AGX64, serve_kw={"vllm_version": "0.10.1.1"}, overrides={"method": "eagle3"}), "eagle3", YUHUILI, 3
-    )
+    result = enabled(run(AGX64, serve_kw={"vllm_version": "0.10.1.1"}, overrides={"method": "eagle3"}), "eagle3", YUHUILI, 3)
     assert result["speculative_config"]["method"] == "eagle3"
     assert any("compares MemFree" in w for w in result["warnings"])
 
@@ -663,14 +649,10 @@ def test_speculators_checkpoints_need_0101():
         run(AGX64, serve_kw={"vllm_version": "0.10.0"}, overrides={"model": REDHAT_LLAMA}),
         REDHAT_LLAMA + " is a speculators-format checkpoint, read by vLLM >= 0.10.1",
     )
-    enabled(
-        run(AGX64, serve_kw={"vllm_version": "0.10.1"}, overrides={"model": REDHAT_LLAMA}), "eagle3", REDHAT_LLAMA, 3
-    )
+    enabled(run(AGX64, serve_kw={"vllm_version": "0.10.1"}, overrides={"model": REDHAT_LLAMA}), "eagle3", REDHAT_LLAMA, 3)
 
 
-@pytest.mark.parametrize(
-    ("version", "warns"), [("0.20.2", True), ("0.26.0", True), ("0.27.0", False), ("0.33.0", False)]
-)
+@pytest.mark.parametrize(("version", "warns"), [("0.20.2", True), ("0.26.0", True), ("0.27.0", False), ("0.33.0", False)])
 def test_short_head_context_warning(version, warns):
     result = run(THOR, serve_kw={"vllm_version": version})
     assert any("max_position_embeddings 2048 < max_model_len 8192" in w for w in result["warnings"]) is warns
@@ -691,9 +673,7 @@ def test_stuck_memory_warning_before_r39_when_restarting():
     running = {"running": True}
     assert any("drop_caches" in w for w in run(dict(AGX64, avail_gib=20.0), serve_kw=running)["warnings"])
     assert not any("drop_caches" in w for w in run(dict(AGX64, avail_gib=20.0))["warnings"])
-    assert not any(
-        "drop_caches" in w for w in run(dict(AGX64, avail_gib=20.0, l4t_major=39), serve_kw=running)["warnings"]
-    )
+    assert not any("drop_caches" in w for w in run(dict(AGX64, avail_gib=20.0, l4t_major=39), serve_kw=running)["warnings"])
 
 
 @pytest.mark.parametrize(
@@ -788,9 +768,7 @@ def test_invalid_input_raises_naming_host_variable_and_value(call, fragment):
 
 def test_invalid_overrides_raise_even_on_hosts_that_are_skipped():
     with pytest.raises(specdec.SpecdecError, match="speculative_decoding_num_speculative_tokens=0"):
-        specdec.plan(
-            facts("xavier", 30, 28, supported=False), LLAMA, serve(), 1, overrides={"num_speculative_tokens": 0}
-        )
+        specdec.plan(facts("xavier", 30, 28, supported=False), LLAMA, serve(), 1, overrides={"num_speculative_tokens": 0})
 
 
 # ---------------------------------------------------------------- determinism
@@ -816,9 +794,7 @@ def test_plan_speculative_config_equals_the_version_function():
 
 def _profile_sources(profile):
     kib = profile["mem_total_kib"]
-    meminfo = "MemTotal: {} kB\nMemFree: {} kB\nMemAvailable: {} kB\n".format(
-        kib, kib // 2, profile["mem_available_kib"]
-    )
+    meminfo = "MemTotal: {} kB\nMemFree: {} kB\nMemAvailable: {} kB\n".format(kib, kib // 2, profile["mem_available_kib"])
     nvpmodel = profile.get("nvpmodel") or {}
     return {
         "model": profile["model"].encode() + b"\x00",

@@ -137,10 +137,7 @@ def test_speculative_config_errors(plan, version, fragment):
 
 def test_spec_config_json_is_sorted_and_compact():
     text = specdec.spec_config_json(specdec.speculative_config(EAGLE_PLAN, "0.20.2"))
-    assert text == (
-        '{"draft_tensor_parallel_size":1,"method":"eagle3",'
-        '"model":"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B","num_speculative_tokens":5}'
-    )
+    assert text == ('{"draft_tensor_parallel_size":1,"method":"eagle3","model":"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B","num_speculative_tokens":5}')
 
 
 # ---------------------------------------------------------------- serve_config
@@ -298,9 +295,7 @@ def test_native_argv():
         "--config",
         "/etc/vllm/serve.yaml",
     ]
-    assert specdec.serve_argv(dict(SERVE, vllm_bin="/opt/vllm/bin/vllm"), "/etc/vllm/serve.yml", "native")[0] == (
-        "/opt/vllm/bin/vllm"
-    )
+    assert specdec.serve_argv(dict(SERVE, vllm_bin="/opt/vllm/bin/vllm"), "/etc/vllm/serve.yml", "native")[0] == ("/opt/vllm/bin/vllm")
 
 
 def test_upstream_image_on_thor_gets_ipc_host_and_only_the_serve_arguments():
@@ -350,9 +345,7 @@ def test_oci_runtime_can_be_changed_or_left_out():
     for unset in ("", None):
         base = dict(SERVE, oci_runtime=unset)
         assert "--runtime" not in specdec.serve_argv(base, "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1")
-    argv = specdec.serve_argv(
-        dict(SERVE, oci_runtime="runc"), "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1"
-    )
+    argv = specdec.serve_argv(dict(SERVE, oci_runtime="runc"), "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1")
     assert argv[argv.index("--runtime") + 1] == "runc"
 
 

@@ -117,10 +117,7 @@ def test_t_isf_rejects_bad_tail():
 @pytest.mark.parametrize(("min_rounds", "max_rounds"), [(3, 10), (2, 2), (3, 4), (5, 20)])
 def test_spending_adds_up_to_alpha(spending, min_rounds, max_rounds):
     alpha = 0.05
-    spent = [
-        1 - _stats.look_confidence(r, 1 - alpha, min_rounds, max_rounds, spending)
-        for r in range(min_rounds, max_rounds + 1)
-    ]
+    spent = [1 - _stats.look_confidence(r, 1 - alpha, min_rounds, max_rounds, spending) for r in range(min_rounds, max_rounds + 1)]
     assert all(a > 0 for a in spent)
     assert math.fsum(spent) == pytest.approx(alpha, rel=1e-12)
 

@@ -112,9 +112,7 @@ def test_strong_needs_the_tpot_drop_too():
     assert v["label"] == "keep (marginal)"
     assert v["gain_c1"]["ci"][0] >= 0.30 and v["tpot_reduction_c1"]["ci"][0] < 0.20
     # with a lower strong_tpot_drop it is strong
-    assert _stats.verdict(measured(3, g1=0.6, q1=0.10, g8=0.05, noise=0.005), strong_tpot_drop=0.05)["label"] == (
-        "keep (strong)"
-    )
+    assert _stats.verdict(measured(3, g1=0.6, q1=0.10, g8=0.05, noise=0.005), strong_tpot_drop=0.05)["label"] == ("keep (strong)")
 
 
 def test_revert_no_gain():
@@ -410,12 +408,8 @@ def test_bad_blocks(mutate, match):
 
 def test_numeric_strings_are_accepted():
     blocks = measured(3, g1=0.6, q1=0.4)
-    as_text = [
-        dict(b, concurrency=str(b["concurrency"]), output_throughput=str(b["output_throughput"])) for b in blocks
-    ]
-    assert _stats.verdict(as_text)["gain_c1"]["estimate"] == pytest.approx(
-        _stats.verdict(blocks)["gain_c1"]["estimate"]
-    )
+    as_text = [dict(b, concurrency=str(b["concurrency"]), output_throughput=str(b["output_throughput"])) for b in blocks]
+    assert _stats.verdict(as_text)["gain_c1"]["estimate"] == pytest.approx(_stats.verdict(blocks)["gain_c1"]["estimate"])
 
 
 def test_verdict_does_not_modify_its_input_and_is_deterministic():

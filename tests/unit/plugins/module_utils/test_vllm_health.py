@@ -21,8 +21,7 @@ CASES = [
         "oom_weights",
     ),
     (
-        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-        "initializing the engine.",
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
         "oom_kv_cache",
     ),
     (
@@ -42,8 +41,7 @@ CASES = [
     ),
     ("vllm serve: error: unrecognized arguments: --bogus", "rejected_config"),
     (
-        "OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in "
-        "the cached files.",
+        "OSError: We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the cached files.",
         "model_not_found",
     ),
 ]

@@ -142,9 +142,7 @@ needs_ansible = pytest.mark.skipif(not os.path.exists(os.path.join(BIN, "ansible
 @needs_ansible
 def test_check_mode_sends_nothing(tmp_path):
     # nothing listens on this port: check mode must not even try to connect
-    result = run_module(
-        tmp_path, {"url": "http://127.0.0.1:%d" % free_port(), "result_dir": str(tmp_path / "h")}, check=True
-    )
+    result = run_module(tmp_path, {"url": "http://127.0.0.1:%d" % free_port(), "result_dir": str(tmp_path / "h")}, check=True)
     assert result.get("failed") is not True, result
     assert result["skipped"] is True
     assert result["changed"] is False
