@@ -24,7 +24,7 @@ options:
     elements: dict
     required: true
   segment:
-    description: The blocks the benchmark measured, in the same order.
+    description: The blocks the benchmark measured, in the same order (C(num_speculative_tokens) is copied when present).
     type: list
     elements: dict
     required: true
@@ -66,6 +66,8 @@ def trial_blocks(runs, segment, start, result_file=None):
             raise AnsibleFilterError("{}: run {} is at concurrency {}, the block at {}".format(_FQCN, i, run.get("concurrency"), block["concurrency"]))
         tagged = dict(run)
         tagged.update(arm=block["arm"], concurrency=int(block["concurrency"]), index=int(start) + i, result_file=result_file)
+        if block.get("num_speculative_tokens") not in (None, "", "None"):
+            tagged["num_speculative_tokens"] = int(block["num_speculative_tokens"])
         out.append(tagged)
     return out
 
