@@ -15,6 +15,7 @@ author:
 description:
   - From the per-host results, the wall time of the run and the part of it in which at least one device was
     restarting vLLM (until ready) or benchmarking; the rest of the wall time is Ansible's own overhead.
+  - Overlapping intervals of different hosts count once, so C(waiting_seconds) never exceeds the wall time.
 options:
   _input:
     description: Per-host results (C(hostvars[host].__speculative_decoding_result)).
@@ -22,7 +23,7 @@ options:
     elements: dict
     required: true
   started:
-    description: Start of the run, seconds since the epoch.
+    description: Start of the run, seconds since the epoch. Without it the wall time and the shares are null.
     type: float
 """
 
@@ -34,21 +35,25 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(wall_s), C(waiting_seconds), C(restart_seconds), C(benchmark_seconds), C(waiting_share), C(ansible_overhead_share), C(text).
+  description:
+    - C(wall_s), C(waiting_seconds), C(restart_seconds), C(benchmark_seconds), C(waiting_share),
+      C(ansible_overhead_share) and C(text), a one-line summary.
   type: dict
 """
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._report import timing
 
+FQCN = "jetson_llm.speculative.fleet_timing"
+
 
 def fleet_timing(results, started=None):
-    if not isinstance(results, list):
-        raise AnsibleFilterError("jetson_llm.speculative.fleet_timing: the input must be a list of per-host results")
+    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+        raise AnsibleFilterError("%s: the input must be a list of per-host results" % FQCN)
     try:
         return timing(results, started=started)
-    except (TypeError, ValueError) as exc:
-        raise AnsibleFilterError("jetson_llm.speculative.fleet_timing: %s" % exc) from exc
+    except (TypeError, ValueError, IndexError) as exc:
+        raise AnsibleFilterError("%s: %s" % (FQCN, exc)) from exc
 
 
 class FilterModule:
