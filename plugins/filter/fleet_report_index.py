@@ -39,7 +39,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: The index, C({"schema": 1, "runs": [...]}).
+  description: The index, a dictionary with C(schema) (1) and C(runs), the list of runs.
   type: dict
 """
 

@@ -7,6 +7,7 @@ import os
 import sys
 
 import pytest
+import yaml
 from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
@@ -55,6 +56,16 @@ def test_filters_are_registered_under_their_names():
     assert fleet_report.FilterModule().filters() == {"fleet_report": fleet_report.fleet_report}
     assert fleet_report_html.FilterModule().filters() == {"fleet_report_html": fleet_report_html.fleet_report_html}
     assert fleet_report_index.FilterModule().filters() == {"fleet_report_index": fleet_report_index.fleet_report_index}
+
+
+@pytest.mark.parametrize("plugin", [fleet_table, fleet_timing, fleet_report, fleet_report_html, fleet_report_index])
+def test_documentation_parses_and_names_the_filter(plugin):
+    doc = yaml.safe_load(plugin.DOCUMENTATION)
+    name = plugin.__name__.rsplit(".", 1)[1]
+    assert doc["name"] == name and doc["author"] == ["Jetson LLM maintainers (@jetson-llm)"] and "_input" in doc["options"]
+    assert "_value" in yaml.safe_load(plugin.RETURN)
+    examples = yaml.safe_load(plugin.EXAMPLES)
+    assert examples and "jetson_llm.speculative." + name in plugin.EXAMPLES
 
 
 def test_fleet_table_direct():
