@@ -1065,8 +1065,10 @@ def html(doc, index=None, location="latest"):
         parts.append(
             '<div class="legend"><span><i style="background:%s;border:1px solid %s"></i>keep</span>'
             '<span><i style="background:%s;border:1px solid %s"></i>revert</span><span><i style="background:%s"></i>skip</span>'
-            '<span><i style="border-top:2px dashed #1a7f37;height:0"></i>keep threshold</span></div>'
-            % (_LIGHT["keep"], _COLOURS["keep"], _LIGHT["revert"], _COLOURS["revert"], _COLOURS["skip"])
+            '<span><svg width="22" height="10" aria-hidden="true"><line x1="2" y1="5" x2="20" y2="5" stroke="#1a7f37" '
+            'stroke-width="1.5" stroke-dasharray="5 3"/></svg> keep threshold</span>'
+            '<span><svg width="22" height="10" aria-hidden="true"><path d="M3 5H19M3 1V9M19 1V9" stroke="#57606a" stroke-width="1.5" '
+            'fill="none"/></svg> confidence interval</span></div>' % (_LIGHT["keep"], _COLOURS["keep"], _LIGHT["revert"], _COLOURS["revert"], _COLOURS["skip"])
         )
     else:
         parts.append('<p class="empty">No host produced a result in this run.</p>')
@@ -1075,9 +1077,9 @@ def html(doc, index=None, location="latest"):
     if summaries:
         parts.append(
             '<p class="note">Throughput: mean of the benchmark blocks of each arm. Gains and the TPOT reduction: drift-corrected '
-            "estimates with their intervals (green: shown above the threshold, red: shown below it). Acceptance: mean "
-            "accepted tokens per draft step (rate of accepted draft tokens) in the speculative blocks. Noise: block-to-block "
-            "variation left after removing the drift.</p>"
+            "estimates with their intervals (green: shown above the threshold, red: shown below it). Acceptance: tokens per "
+            "target step in the speculative blocks (1 + accepted/drafts, at most k + 1) and the share of drafted tokens "
+            "accepted. Noise: block-to-block variation left after removing the drift.</p>"
         )
         parts.append(_host_table(summaries))
     if missing:
