@@ -973,12 +973,13 @@ def _history(index, current_id, location):
             links = '<a href="%sruns/%s/report.html">report</a> &#183; <a href="%sruns/%s/fleet.json">json</a>' % (prefix, _e(rid), prefix, _e(rid))
         when = r.get("started_utc") or r.get("finished_utc") or rid
         out.append(
-            '<tr%s><td>%s%s</td><td>%s</td><td class="num">%s</td><td class="num">%d</td><td class="num">%d</td><td class="num">%d</td>'
+            '<tr%s><td>%s%s%s</td><td>%s</td><td class="num">%s</td><td class="num">%d</td><td class="num">%d</td><td class="num">%d</td>'
             '<td class="num">%d</td><td>%s</td><td class="num">%s</td><td class="num">%s</td><td>%s</td></tr>'
             % (
                 ' class="current"' if current else "",
                 _e(when),
                 " <small>(this run)</small>" if current else "",
+                (" <small>(%s)</small>" % _e(rid)) if "-" in rid else "",
                 _e(r.get("target_group") or ""),
                 _e(r.get("hosts", "")),
                 n.get("keep", 0),
