@@ -638,7 +638,7 @@ def _gain_chart(summaries):
     # family bands
     for r in rows:
         if r[0] == "head":
-            _, y0, family, hosts = r
+            _kind, y0, family, hosts = r
             out.append('<rect x="0" y="%d" width="%d" height="%d" fill="#f6f8fa"/>' % (y0, width, head_h))
             out.append(
                 '<text x="8" y="%d" font-size="13" font-weight="600" fill="#1f2328">%s <tspan font-weight="400" fill="#59636e">'
@@ -683,7 +683,7 @@ def _gain_chart(summaries):
     for r in rows:
         if r[0] != "host":
             continue
-        _, y0, s = r
+        _kind, y0, s = r
         yc = y0 + row_h / 2.0
         cls = _cls(s["outcome"])
         g = s["gain_c1"]
