@@ -113,6 +113,10 @@ def check_platforms(platforms, hosts, volumes):
                 "platform %s: volumes must be exactly:\n      - %s\n    got:\n      - %s"
                 % (host.name, "\n      - ".join(volumes[host.name]), "\n      - ".join(have))
             )
+        if plat.get("privileged") and "--cgroupns=private" not in (plat.get("extra_opts") or []):
+            problems.append("platform %s: privileged only with --cgroupns=private (test-fleet.md section 1)" % host.name)
+        if host.variant != "docker" and plat.get("privileged"):
+            problems.append("platform %s: only container-capable hosts run privileged" % host.name)
         if any(":/sys/fs/cgroup" in v for v in have):
             problems.append("platform %s: never mount /sys/fs/cgroup into a host (test-fleet.md section 1)" % host.name)
         for key in ("cgroupns", "pid_mode"):
