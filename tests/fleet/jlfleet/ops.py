@@ -400,8 +400,8 @@ def down(final_check=True, purge=False, keep_machine_state=False):
     if not pre.get("/run/runc", True) and os.path.isdir("/run/runc"):
         try:
             os.rmdir("/run/runc")
-        except OSError as exc:
-            problems.append("/run/runc not empty: %s" % exc)
+        except OSError:
+            pass  # other containers on this machine (not the fleet's) keep runc state there
     # Only what podman itself leaves there, only if the directory did not exist before the fleet,
     # and only while no other podman user keeps a store there (anything besides the cache).
     for path, known in (("/run/containers", ()), ("/var/lib/containers", ("cache/blob-info-cache-v1.boltdb",))):
