@@ -116,8 +116,7 @@ def assert_serving(host, model):
     svc = host.service(SERVICE)
     assert svc.is_enabled
     assert host.check_output("systemctl is-active %s", SERVICE) == "active"
-    status, _ = http(host, "/health")
-    assert status == 200
+    assert http(host, "/health")[0] == 200
     status, body = http(host, "/v1/models")
     assert status == 200
     assert [m["id"] for m in json.loads(body)["data"]] == [model]
@@ -134,7 +133,7 @@ def complete(host, model, max_tokens=16):
 
 def drafts_after_completion(host, model):
     """Drafts counted by vLLM's metrics before and after one completion."""
-    _, before = http(host, "/metrics")
+    before = http(host, "/metrics")[1]
     complete(host, model)
-    _, after = http(host, "/metrics")
+    after = http(host, "/metrics")[1]
     return metric(before, "vllm:spec_decode_num_drafts_total"), metric(after, "vllm:spec_decode_num_drafts_total")

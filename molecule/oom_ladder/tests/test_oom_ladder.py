@@ -37,7 +37,7 @@ def test_only_the_serving_vllm_holds_memory(host):
     # the failed start left nothing behind.
     info = {}
     for line in host.file("/proc/meminfo").content_string.splitlines():
-        name, _, rest = line.partition(":")
+        name, rest = line.split(":", 1)
         info[name] = int(rest.split()[0])
     reserved = int(0.40 * info["MemTotal"] * 1024) // 1024
     assert info["MemAvailable"] == MEM_AVAILABLE_KIB - reserved
