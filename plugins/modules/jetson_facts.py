@@ -1,6 +1,9 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# SPDX-License-Identifier: Apache-2.0
+# Copyright (c) 2026, jetson_llm.speculative contributors
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Licensed under the Apache License 2.0, or at your option under the
+# GNU General Public License version 3 or later (see https://www.gnu.org/licenses/gpl-3.0.txt).
 
 from __future__ import absolute_import, division, print_function
 

@@ -27,6 +27,10 @@ author:
 extends_documentation_fragment:
   - jetson_llm.speculative._attributes
   - jetson_llm.speculative._attributes.info_module
+attributes:
+  platform:
+    support: full
+    platforms: posix
 options:
   url:
     description: Base URL of the server.

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Simulated Jetson fleet for jetson_llm.speculative: `fleet.py {validate,image,up,down,status,inventory,bench}`.
 

@@ -512,7 +512,7 @@ def _cgroup_memory_kib(pid):
     try:
         with open("/proc/%d/cgroup" % pid) as f:
             for line in f:
-                _, controllers, path = line.rstrip("\n").split(":", 2)
+                _unused, controllers, path = line.rstrip("\n").split(":", 2)
                 if "memory" in controllers.split(","):
                     with open("/sys/fs/cgroup/memory%s/memory.usage_in_bytes" % path) as g:
                         return int(g.read()) // 1024

@@ -68,7 +68,7 @@ class RunningFleet:
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:
             try:
-                status, _ = self.http_get(name, "/health", port=port, timeout=2)
+                status, _unused = self.http_get(name, "/health", port=port, timeout=2)
                 if status == 200:
                     return
             except (urllib.error.URLError, OSError):

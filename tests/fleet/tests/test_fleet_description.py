@@ -84,19 +84,19 @@ def test_unknown_profile_lists_the_allowed_ones(tmp_path):
 
 
 def test_duplicate_name(tmp_path):
-    _, msg = refused(tmp_path, {"hosts": [host(), host(profile="thor-t5000")]})
+    _unused, msg = refused(tmp_path, {"hosts": [host(), host(profile="thor-t5000")]})
     assert "duplicate name 'h1' (also hosts[0])" in msg
 
 
 @pytest.mark.parametrize("bad", ["Orin1", "orin_1", "-orin", "orin-", "a" * 41, "orin.local", ""])
 def test_bad_name_characters(tmp_path, bad):
-    _, msg = refused(tmp_path, {"hosts": [host(name=bad)]})
+    _unused, msg = refused(tmp_path, {"hosts": [host(name=bad)]})
     assert "bad name %r" % bad in msg
 
 
 def test_too_many_hosts_for_the_address_range(tmp_path):
     hosts = [host(name="h%d" % i) for i in range(config.MAX_HOSTS + 1)]
-    _, msg = refused(tmp_path, {"hosts": hosts})
+    _unused, msg = refused(tmp_path, {"hosts": hosts})
     assert "%d hosts do not fit the address range" % (config.MAX_HOSTS + 1) in msg
 
 
@@ -112,7 +112,7 @@ def test_unknown_keys_everywhere(tmp_path):
         "defaults": {"profile": "thor-t5000"},
         "hosts": [host(vrs={}, sim={"timescale": 1, "faults": {"crash_after": 1}})],
     }
-    _, msg = refused(tmp_path, data)
+    _unused, msg = refused(tmp_path, data)
     assert "unknown top-level key 'nme'" in msg
     assert "defaults: unknown key 'profile'" in msg
     assert "host 'h1' (hosts[0]): unknown key 'vrs'" in msg
@@ -146,7 +146,7 @@ def test_reserved_vars_and_groups(tmp_path):
         "hosts": [host(vars={"ansible_host": "1.2.3.4", "fleet_profile": "x", "9bad": 1})],
         "groups": {"all": ["h1"], "jetson_thor": ["h1"], "canary": ["nope"]},
     }
-    _, msg = refused(tmp_path, data)
+    _unused, msg = refused(tmp_path, data)
     assert "vars key 'ansible_host' is set by the fleet itself" in msg
     assert "vars key 'fleet_profile' is set by the fleet itself" in msg
     assert "vars key '9bad' is not a valid Ansible variable name" in msg
@@ -156,9 +156,9 @@ def test_reserved_vars_and_groups(tmp_path):
 
 
 def test_not_yaml_and_not_a_mapping(tmp_path):
-    _, msg = refused(tmp_path, "hosts: [\n")
+    _unused, msg = refused(tmp_path, "hosts: [\n")
     assert "not valid YAML" in msg
-    _, msg = refused(tmp_path, "- a\n- b\n")
+    _unused, msg = refused(tmp_path, "- a\n- b\n")
     assert "expected a mapping with a 'hosts' list, got a list" in msg
 
 
@@ -212,7 +212,7 @@ def test_meminfo_is_consistent(name):
     text = identity.meminfo(p["mem_total_kib"], p["mem_available_kib"])
     values = {}
     for line in text.splitlines():
-        key, _, rest = line.partition(":")
+        key, _unused, rest = line.partition(":")
         values[key] = int(rest.split()[0])
     assert values["MemTotal"] == p["mem_total_kib"]
     assert values["MemAvailable"] == p["mem_available_kib"]

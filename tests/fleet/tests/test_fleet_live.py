@@ -139,7 +139,7 @@ def test_native_vllm_serves_streamed_completions(ci_fleet):
         assert len(chunks) > 1
         assert "".join(chunks).strip()
         assert usage is not None and usage.completion_tokens > 0
-        _, metrics = ci_fleet.http_get(NATIVE, "/metrics")
+        _unused, metrics = ci_fleet.http_get(NATIVE, "/metrics")
         assert metric_sum(metrics, "vllm:spec_decode_num_drafts_total") == 0
     finally:
         server.stop()
@@ -150,10 +150,10 @@ def test_native_vllm_exposes_spec_decode_metrics(ci_fleet):
     server = NativeServer(ci_fleet, NATIVE, [TARGET, "--host", "0.0.0.0", "--port", "8000", "--speculative-config", spec])
     try:
         ci_fleet.wait_healthy(NATIVE, server.alive)
-        for _ in range(2):
+        for _unused in range(2):
             chunks, _usage = stream_completion(ci_fleet, NATIVE, TARGET, max_tokens=32)
             assert chunks
-        _, metrics = ci_fleet.http_get(NATIVE, "/metrics")
+        _unused, metrics = ci_fleet.http_get(NATIVE, "/metrics")
         drafts = metric_sum(metrics, "vllm:spec_decode_num_drafts_total")
         drafted = metric_sum(metrics, "vllm:spec_decode_num_draft_tokens_total")
         accepted = metric_sum(metrics, "vllm:spec_decode_num_accepted_tokens_total")

@@ -121,7 +121,7 @@ class SimServer:
             conn.close()
 
     def json(self, method, path, body=None, headers=None):
-        status, data, _ = self.request(method, path, body, headers)
+        status, data, _unused = self.request(method, path, body, headers)
         return status, json.loads(data) if data else None
 
     def wait_healthy(self, timeout=60.0) -> None:
@@ -130,7 +130,7 @@ class SimServer:
             if self.proc.poll() is not None:
                 raise AssertionError(f"server exited with {self.proc.returncode}:\n{self.log}")
             try:
-                status, _, _ = self.request("GET", "/health", timeout=5)
+                status, _unused, _unused = self.request("GET", "/health", timeout=5)
                 if status == 200:
                     return
             except (ConnectionRefusedError, ConnectionResetError, OSError):

@@ -254,7 +254,7 @@ def test_step_time_model_shapes():
     assert perf.decode_step(1, 512, k=3) < 1.2 * one  # verifying 4 tokens costs about one decode step
     assert perf.decode_step(8, 512, k=3) > 3 * perf.decode_step(8, 512)  # 32 tokens: compute-bound
     rng = random.Random(0)
-    assert all(math.isfinite(perf.decode_step(rng.randint(1, 64), rng.randint(1, 8192))) for _ in range(20))
+    assert all(math.isfinite(perf.decode_step(rng.randint(1, 64), rng.randint(1, 8192))) for _unused in range(20))
 
 
 def test_ngram_helps_code_more_than_chat():

@@ -34,7 +34,7 @@ def health(server):
 @pytest.mark.parametrize(("version", "code"), [("0.11.0", 503), ("0.20.0", 503), ("0.33.0", 503)])
 def test_engine_death_makes_health_503(sim_env, start_server, version, code):
     server = start_server(MODEL, sim_env({"version": version, "faults": {"engine_dead_after_requests": 2}}))
-    for _ in range(2):
+    for _unused in range(2):
         assert server.json("POST", "/v1/completions", BODY)[0] == 200
     wait_for(lambda: health(server) == code)
     status, body = server.json("POST", "/v1/completions", BODY)

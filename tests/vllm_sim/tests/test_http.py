@@ -153,7 +153,7 @@ def test_context_length_and_parameter_errors(sim_env, start_server):
 def test_keep_alive_serves_several_requests_on_one_connection(spec_server):
     conn = http.client.HTTPConnection("127.0.0.1", spec_server.port, timeout=30)
     try:
-        for _ in range(3):
+        for _unused in range(3):
             conn.request(
                 "POST",
                 "/v1/completions",

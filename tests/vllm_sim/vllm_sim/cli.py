@@ -195,7 +195,7 @@ def _fold_dotted(args):
         arg = args[i]
         if arg.startswith("--") and "." in arg.split("=", 1)[0]:
             key = arg.split("=", 1)[0][2:]
-            head, _, path = key.partition(".")
+            head, _unused, path = key.partition(".")
             if head in JSON_ARGS:
                 if "=" in arg:
                     value = arg.split("=", 1)[1]

@@ -717,7 +717,7 @@ def simulate_run(
         engine.add(req, now)
 
     now = 0.0
-    for _ in range(min(int(concurrency), total)):
+    for _unused in range(min(int(concurrency), total)):
         issue(now)
     while engine.has_work():
         step = engine.plan(now)

@@ -71,7 +71,7 @@ async def read_request(reader: asyncio.StreamReader, peer):
     for line in lines[1:]:
         if not line:
             continue
-        name, _, value = line.partition(":")
+        name, _unused, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
     body = b""
     if headers.get("transfer-encoding", "").lower() == "chunked":

@@ -34,7 +34,7 @@ def read_meminfo(path: str) -> dict:
     out = {}
     with open(path, encoding="ascii", errors="replace") as handle:
         for line in handle:
-            name, _, rest = line.partition(":")
+            name, _unused, rest = line.partition(":")
             parts = rest.split()
             if parts:
                 try:
@@ -82,7 +82,7 @@ def weight_tensors(model, weight_bytes):
         sizes.append(embed)
     per_layer = rest / layers
     # each layer loads as its two largest tensors (MLP up/gate and down), roughly 2:1
-    for _ in range(layers):
+    for _unused in range(layers):
         sizes.extend([per_layer * 2.0 / 3.0, per_layer / 3.0])
     if lm_head:
         sizes.append(lm_head)
@@ -265,7 +265,7 @@ class MemoryAccount:
             lines = handle.read().splitlines()
             out = []
             for line in lines:
-                name, _, rest = line.partition(":")
+                name, _unused, rest = line.partition(":")
                 if name in ("MemAvailable", "MemFree"):
                     value = max(0, int(rest.split()[0]) + delta_kib)
                     out.append(f"{name + ':':<16}{value:>8} kB")

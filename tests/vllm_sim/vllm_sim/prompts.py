@@ -48,7 +48,7 @@ _SUBWORDS = (
 def random_prompt(input_len: int, rng: random.Random) -> str:
     """Text of about ``input_len`` tokens made of random sub-word pieces, like the bench 'random' set."""
     pieces = []
-    for _ in range(max(1, input_len)):
+    for _unused in range(max(1, input_len)):
         piece = rng.choice(_SUBWORDS)
         pieces.append(piece if rng.random() < 0.7 else piece.upper())
     return " ".join(pieces)
@@ -56,7 +56,7 @@ def random_prompt(input_len: int, rng: random.Random) -> str:
 
 def random_prompts(count: int, input_len: int, seed: int = 0) -> list:
     rng = random.Random(seed)
-    return [random_prompt(input_len, rng) for _ in range(count)]
+    return [random_prompt(input_len, rng) for _unused in range(count)]
 
 
 def chat_messages(prompts=None) -> list:

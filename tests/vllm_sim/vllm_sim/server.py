@@ -148,7 +148,7 @@ class Server:
             if isinstance(exc, VllmError):
                 self.report_engine_failure(exc)
                 self.phase = "failed"
-                self.write_status(error=str(exc).split("\n")[0])
+                self.write_status(error=str(exc).split("\n", maxsplit=1)[0])
                 return 1
             raise exc
         stopper.cancel()

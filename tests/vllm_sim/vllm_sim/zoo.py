@@ -534,7 +534,7 @@ def _write(path: str, text: str) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m vllm_sim.zoo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m vllm_sim.zoo", description=__doc__.split("\n", maxsplit=1)[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_install = sub.add_parser("install", help="write the zoo into a Hugging Face hub cache directory")
     p_install.add_argument("hub_dir", help="hub cache directory, i.e. $HF_HOME/hub")

@@ -271,7 +271,7 @@ vllm:spec_decode_num_drafts_total{engine="0",model_name="other-model"} 99999.0
 def test_parse_prometheus_samples_and_labels():
     samples = _bench.parse_prometheus(METRICS_TEXT)
     assert ("vllm:num_requests_running", {"engine": "0", "model_name": "Qwen/Qwen3-8B"}, 0.0) in (samples)
-    assert all(not name.startswith("#") for name, _, _ in samples)
+    assert all(not name.startswith("#") for name, _unused, _unused in samples)
     assert len(samples) == 15
 
 

@@ -42,7 +42,7 @@ def test_percentile_edges():
 
 
 def test_describe_scales_to_milliseconds():
-    mean, median, std, _ = _bench.describe([0.1, 0.2, 0.3], 1000.0)
+    mean, median, std, _unused = _bench.describe([0.1, 0.2, 0.3], 1000.0)
     assert (mean, median) == pytest.approx((200.0, 200.0))
     assert std == pytest.approx(statistics.pstdev([100.0, 200.0, 300.0]))
 
@@ -145,7 +145,7 @@ def test_check_run_accepts_a_complete_run():
 
 
 def test_empty_run_is_an_error_naming_endpoint_and_first_failure():
-    failures = [rec(None, None, 0, [], ok=False, error="connection refused") for _ in range(3)]
+    failures = [rec(None, None, 0, [], ok=False, error="connection refused") for _unused in range(3)]
     with pytest.raises(_bench.BenchError) as err:
         _bench.check_run(run_of(failures), URL)
     assert URL in str(err.value)
@@ -165,7 +165,7 @@ def test_failed_fraction():
 
 def test_missing_metric_is_an_error_not_zero():
     # every request streamed one chunk: ITL cannot be measured
-    one_chunk = [rec(0.1, 0.5, 128, []) for _ in range(3)]
+    one_chunk = [rec(0.1, 0.5, 128, []) for _unused in range(3)]
     run = run_of(one_chunk)
     assert run["median_itl_ms"] is None
     with pytest.raises(_bench.BenchError, match=r"missing metrics .*median_itl_ms"):
