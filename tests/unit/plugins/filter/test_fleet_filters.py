@@ -9,9 +9,6 @@ import sys
 import pytest
 import yaml
 from ansible.errors import AnsibleError, AnsibleFilterError
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
-from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
 from ansible_collections.jetson_llm.speculative.plugins.filter import fleet_report, fleet_report_html, fleet_report_index, fleet_table, fleet_timing
 from ansible_collections.jetson_llm.speculative.plugins.module_utils import _report
 
@@ -19,35 +16,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "module_utils"))
 from test_report_fixtures import T0, fleet  # noqa: E402
 from test_report_html import gain_chart, parse  # noqa: E402
-
-ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
-COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
-
-
-def _collection_modules():
-    return dict((k, v) for k, v in sys.modules.items() if k == "ansible_collections" or k.startswith("ansible_collections."))
-
-
-@pytest.fixture(scope="module")
-def render():
-    """Render trusted Jinja with Ansible's Templar, the collection loaded through Ansible's own collection
-    finder (as ansible-playbook does); plain imports are restored afterwards."""
-    saved = _collection_modules()
-    for name in saved:
-        del sys.modules[name]
-    finder = _AnsibleCollectionFinder(paths=[COLLECTIONS])
-    finder._install()
-
-    def _render(expression, variables):
-        return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expression))
-
-    try:
-        yield _render
-    finally:
-        _AnsibleCollectionFinder._remove()
-        for name in _collection_modules():
-            del sys.modules[name]
-        sys.modules.update(saved)
 
 
 def test_filters_are_registered_under_their_names():

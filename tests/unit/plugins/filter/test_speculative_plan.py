@@ -2,22 +2,10 @@
 """The jetson_llm.speculative.speculative_plan filter: direct calls, Jinja through Templar, and a
 real `ansible localhost -m debug` run."""
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 from ansible.errors import AnsibleError, AnsibleFilterError
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
-from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
 from ansible_collections.jetson_llm.speculative.plugins.filter import speculative_plan as plugin
 from ansible_collections.jetson_llm.speculative.plugins.module_utils import _specdec as specdec
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
-ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
 
 FACTS = {
     "family": "thor",
@@ -36,68 +24,6 @@ SERVE = {
     "running": True,
 }
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
-
-
-def _collection_modules():
-    return dict((k, v) for k, v in sys.modules.items() if k == "ansible_collections" or k.startswith("ansible_collections."))
-
-
-@pytest.fixture(scope="module")
-def render():
-    """Render trusted Jinja with Ansible's Templar, the collection loaded through Ansible's own
-    collection finder (as ansible-playbook does); plain imports are restored afterwards."""
-    saved = _collection_modules()
-    for name in saved:
-        del sys.modules[name]
-    finder = _AnsibleCollectionFinder(paths=[COLLECTIONS])
-    finder._install()
-
-    def _render(expression, variables):
-        templar = Templar(loader=DataLoader(), variables=variables)
-        return templar.template(trust_as_template(expression))
-
-    try:
-        yield _render
-    finally:
-        _AnsibleCollectionFinder._remove()
-        for name in _collection_modules():
-            del sys.modules[name]
-        sys.modules.update(saved)
-
-
-def adhoc(msg, extra_vars):
-    """Run `ansible localhost -m debug -a msg=...` and return the host's result."""
-    env = dict(
-        os.environ,
-        HOME=os.path.join(ROOT, ".cache", "home"),
-        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
-        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-        ANSIBLE_LOCALHOST_WARNING="0",
-        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-    )
-    proc = subprocess.run(
-        [
-            ANSIBLE,
-            "localhost",
-            "-c",
-            "local",
-            "-m",
-            "ansible.builtin.debug",
-            "-a",
-            "msg=" + msg,
-            "-e",
-            json.dumps(extra_vars),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert proc.stdout, proc.stderr
-    out = json.loads(proc.stdout)
-    return out["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 
 def test_filter_is_registered_under_its_name():
@@ -164,7 +90,7 @@ def test_jinja_error_names_the_filter(render):
     )
 
 
-def test_real_ansible_run():
+def test_real_ansible_run(adhoc):
     msg = "{{ jetson | jetson_llm.speculative.speculative_plan(target_model=target, serve=serve, concurrency=1, host=inventory_hostname) }}"
     result = adhoc(msg, {"jetson": dict(FACTS, family="agx_orin"), "serve": SERVE, "target": LLAMA})
     assert not result.get("failed"), result
@@ -174,7 +100,7 @@ def test_real_ansible_run():
     assert plan["speculative_config"]["method"] == "eagle3"
 
 
-def test_real_ansible_run_failure_message():
+def test_real_ansible_run_failure_message(adhoc):
     msg = (
         "{{ jetson | jetson_llm.speculative.speculative_plan(target_model=target, serve=serve, concurrency=1,"
         " overrides={'force': 'yes'}, host=inventory_hostname) }}"

@@ -2,24 +2,14 @@
 """The jetson_llm.speculative.speculative_verdict filter: direct calls, Jinja through Templar, and
 a real `ansible localhost -m debug` run."""
 
-import json
 import math
-import os
 import random
-import subprocess
-import sys
 
 import pytest
 from ansible.errors import AnsibleError, AnsibleFilterError
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
-from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
 from ansible_collections.jetson_llm.speculative.plugins.filter import speculative_verdict as plugin
 from ansible_collections.jetson_llm.speculative.plugins.module_utils import _stats
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
-ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
 FQCN = "jetson_llm.speculative.speculative_verdict"
 
 
@@ -47,57 +37,6 @@ def blocks(rounds=3, g1=0.6, q1=0.4, g8=0.05, noise=0.01, seed=0):
                 }
             )
     return out
-
-
-def _collection_modules():
-    return dict((k, v) for k, v in sys.modules.items() if k == "ansible_collections" or k.startswith("ansible_collections."))
-
-
-@pytest.fixture(scope="module")
-def render():
-    """Render trusted Jinja with Ansible's Templar, the collection loaded through Ansible's own
-    collection finder (as ansible-playbook does); plain imports are restored afterwards."""
-    saved = _collection_modules()
-    for name in saved:
-        del sys.modules[name]
-    finder = _AnsibleCollectionFinder(paths=[COLLECTIONS])
-    finder._install()
-
-    def _render(expression, variables):
-        templar = Templar(loader=DataLoader(), variables=variables)
-        return templar.template(trust_as_template(expression))
-
-    try:
-        yield _render
-    finally:
-        _AnsibleCollectionFinder._remove()
-        for name in _collection_modules():
-            del sys.modules[name]
-        sys.modules.update(saved)
-
-
-def adhoc(msg, extra_vars):
-    """Run `ansible localhost -m debug -a msg=...` and return the host's result."""
-    env = dict(
-        os.environ,
-        HOME=os.path.join(ROOT, ".cache", "home"),
-        ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
-        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
-        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
-        ANSIBLE_LOCALHOST_WARNING="0",
-        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-    )
-    proc = subprocess.run(
-        [ANSIBLE, "localhost", "-c", "local", "-m", "ansible.builtin.debug", "-a", "msg=" + msg, "-e",
-         json.dumps(extra_vars)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )  # fmt: skip
-    assert proc.stdout, proc.stderr
-    return json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 
 def test_filter_is_registered_under_its_name():
@@ -159,7 +98,7 @@ def test_jinja_error_names_the_filter(render):
     assert FQCN + ": spending must be one of bonferroni, pocock, obrien_fleming" in str(excinfo.value)
 
 
-def test_real_ansible_run():
+def test_real_ansible_run(adhoc):
     result = adhoc("{{ bench | jetson_llm.speculative.speculative_verdict }}", {"bench": blocks()})
     assert not result.get("failed"), result
     verdict = result["msg"]
@@ -168,7 +107,7 @@ def test_real_ansible_run():
     assert verdict["gain_c1"]["ci"][0] >= 0.30
 
 
-def test_real_ansible_run_failure_message():
+def test_real_ansible_run_failure_message(adhoc):
     bad = blocks()
     bad[0]["completed"] = 0
     result = adhoc("{{ bench | jetson_llm.speculative.speculative_verdict }}", {"bench": bad})
