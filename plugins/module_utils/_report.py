@@ -180,6 +180,8 @@ def host_summary(result):
         "speculator": (_text(result.get("speculator")) or None) if method else None,
         "k": _int(result.get("num_speculative_tokens")) if method else None,
         "k_source": (_text(result.get("k_source")) or None) if method else None,
+        "group": _text(result.get("group")) or None,
+        "tuning": _tuning(result),
         "gpu_memory_utilization": {
             "baseline": _num(result.get("baseline_gpu_memory_utilization")),
             "speculative": _num(result.get("gpu_memory_utilization")) if method else None,
@@ -204,6 +206,101 @@ def host_summary(result):
         "started_at": _num(result.get("started_at")),
         "finished_at": _num(result.get("finished_at")),
     }
+
+
+def _tuning(result):
+    """The canary's sweep of ``num_speculative_tokens`` (None where this host did not sweep): the chosen ``k``,
+    each measured candidate with its gain interval at c=1, the candidates pruned from the measured acceptance."""
+    sweep = result.get("sweep")
+    choice = sweep.get("choice") if isinstance(sweep, dict) else None
+    if not isinstance(choice, dict) or _int(choice.get("k")) is None:
+        return None
+    candidates = []
+    for c in choice.get("candidates") or []:
+        if isinstance(c, dict) and _int(c.get("k")) is not None:
+            ci = c.get("ci")
+            ci = [_num(ci[0]), _num(ci[1])] if isinstance(ci, (list, tuple)) and len(ci) == 2 else None
+            candidates.append({"k": _int(c["k"]), "estimate": _num(c.get("estimate")), "ci": ci})
+    pruned = sorted(_int(p.get("k")) for p in sweep.get("predictions") or [] if isinstance(p, dict) and p.get("pruned") and _int(p.get("k")) is not None)
+    return {
+        "k": _int(choice["k"]),
+        "candidates": sorted(candidates, key=lambda c: c["k"]),
+        "pruned": pruned,
+        "reason": _text(choice.get("reason")),
+        "confidence": _num(choice.get("confidence")),
+        "requests": _int(sweep.get("requests")),
+    }
+
+
+def groups(summaries):
+    """``num_speculative_tokens`` per group of identical devices (family, variant, target model, speculator):
+    the values the hosts of the group ran with, where they came from, and the canary's sweep when one ran."""
+    out = {}
+    for s in summaries:
+        if not s["method"] or s["k"] is None:
+            continue
+        key = s.get("group") or "|".join([s["family"], s["variant"], s["model"], s["speculator"] or "none"])
+        g = out.setdefault(
+            key,
+            {
+                "group": key,
+                "family": s["family"],
+                "variant": s["variant"],
+                "model": s["model"],
+                "speculator": s["speculator"],
+                "hosts": [],
+                "k": [],
+                "sources": [],
+                "tuning": None,
+                "canary": None,
+            },
+        )
+        g["hosts"].append(s["host"])
+        if s["k"] not in g["k"]:
+            g["k"].append(s["k"])
+        if s["k_source"] and s["k_source"] not in g["sources"]:
+            g["sources"].append(s["k_source"])
+        if s.get("tuning") and g["tuning"] is None:
+            g["tuning"], g["canary"] = s["tuning"], s["host"]
+    for g in out.values():
+        g["hosts"].sort()
+        g["k"].sort()
+    return sorted(out.values(), key=lambda g: (g["family"], g["variant"], g["model"], g["speculator"] or ""))
+
+
+def _tuning_text(tuning):
+    parts = []
+    for c in tuning["candidates"]:
+        text = "k=%d %s" % (c["k"], _pct(c["estimate"]))
+        if c["ci"] and None not in c["ci"]:
+            text += " [%+.1f, %+.1f]" % (100.0 * c["ci"][0], 100.0 * c["ci"][1])
+        parts.append(text)
+    if tuning["pruned"]:
+        parts.append("pruned k=%s" % ",".join(str(k) for k in tuning["pruned"]))
+    return "; ".join(parts)
+
+
+def group_lines(summaries, wrap=120):
+    """Console lines: one per group of identical devices with the k it ran with and where k came from."""
+    gs = groups(summaries)
+    if not gs:
+        return []
+    lines = ["num_speculative_tokens per group (family variant, target model, speculator):"]
+    for g in gs:
+        ks = ",".join(str(k) for k in g["k"])
+        what = ", ".join(x for x in (("%s %s" % (g["family"], g["variant"])).strip(), g["model"], g["speculator"]) if x)
+        head = "  %s: k=%s (%s); %d host%s" % (what, ks, "; ".join(g["sources"]) or "source not recorded", len(g["hosts"]), "" if len(g["hosts"]) == 1 else "s")
+        lines.append(head)
+        if g["tuning"]:
+            lines.extend(
+                textwrap.wrap(
+                    "sweep on %s at c=1: %s" % (g["canary"], _tuning_text(g["tuning"])),
+                    width=wrap,
+                    initial_indent="    ",
+                    subsequent_indent="    ",
+                )
+            )
+    return lines
 
 
 def counts(results, missing=None):
@@ -302,6 +399,7 @@ def table(results, missing=None, width=None, reason_lines=3):
             )
         for warning in s["warnings"] + s["benchmark_warnings"]:
             lines.extend(textwrap.wrap("warning: " + warning, width=wrap, initial_indent=indent, max_lines=1, placeholder=" ..."))
+    lines.extend(group_lines(summaries, wrap))
     n = counts(results)
     parts = ["%s %d" % (k, n[k]) for k in sorted(n) if k != "missing" and n[k]]
     lines.append("hosts: %d; %s" % (len(results), ", ".join(parts) or "none"))
@@ -418,6 +516,7 @@ def report(results, missing=None, started=None, now=None, history=None, target_g
         },
         "counts": counts(results, missing),
         "summary": [host_summary(r) for r in results],
+        "groups": groups([host_summary(r) for r in results]),
         "missing": missing,
         "timing": timing(results, started=started, now=now),
         "hosts": results,
@@ -912,6 +1011,38 @@ def _host_rows(s, columns):
     )
 
 
+def _groups_table(group_rows):
+    head = "<tr><th>Devices</th><th>Model and speculator</th><th>k</th><th>Where k comes from</th><th>Hosts</th><th>Canary sweep at c=1</th></tr>"
+    rows = []
+    for g in group_rows:
+        sweep = "&ndash;"
+        if g["tuning"]:
+            cells = []
+            for c in g["tuning"]["candidates"]:
+                mark = "<b>%s</b>" if c["k"] == g["tuning"]["k"] else "%s"
+                cells.append(
+                    mark % ("k=%d %s" % (c["k"], _e(_pct(c["estimate"]))))
+                    + (" " + _ci_html(dict(c, confidence=g["tuning"]["confidence"])) if c["ci"] and None not in c["ci"] else "")
+                )
+            if g["tuning"]["pruned"]:
+                cells.append('<span class="small">pruned k=%s</span>' % _e(",".join(str(k) for k in g["tuning"]["pruned"])))
+            sweep = "on <code>%s</code>: %s" % (_e(g["canary"]), "<br>".join(cells))
+        rows.append(
+            '<tr><td>%s %s</td><td>%s<br><span class="small">%s</span></td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>'
+            % (
+                _e(g["family"]),
+                _e(g["variant"]),
+                _e(g["model"]),
+                _e(g["speculator"] or ""),
+                _e(",".join(str(k) for k in g["k"])),
+                _e("; ".join(g["sources"]) or "?"),
+                ", ".join("<code>%s</code>" % _e(h) for h in g["hosts"]),
+                sweep,
+            )
+        )
+    return '<table class="hosts">%s%s</table>' % (head, "".join(rows))
+
+
 def _host_table(summaries):
     high = _common_high([{"verdict": {"thresholds": {"high_concurrency": s["high_concurrency"]}}} for s in summaries])
     heads = (
@@ -1087,6 +1218,17 @@ def html(doc, index=None, location="latest"):
         parts.append(
             '<p class="note"><b>No result</b> (unreachable, failed, or stopped by the rollout): %s</p>' % ", ".join("<code>%s</code>" % _e(h) for h in missing)
         )
+
+    group_rows = groups(summaries)
+    if group_rows:
+        parts.append('<h2 id="groups">num_speculative_tokens per group</h2>')
+        parts.append(
+            '<p class="note">A group is the devices of one family and variant serving the same target model with the same '
+            "speculator. A canary of the group sweeps the candidates at c=1 (gain over the baseline with its interval; "
+            "candidates the measured per-position acceptance rules out are pruned before they are measured) and the rest "
+            "of the group runs with its choice; a per-host override wins.</p>"
+        )
+        parts.append(_groups_table(group_rows))
 
     parts.append('<h2 id="timing">Where the time went</h2>')
     parts.append("<p>%s</p>" % _e(timing_.get("text", "")))

@@ -39,6 +39,8 @@ from vllm_sim.engine import simulate_run  # noqa: E402
 OUTPUT_TOKENS = 128
 RESTART_S = 90.0  # modelled seconds lost per vLLM restart (arm switch)
 PUBLISHED_PROMPTS = 50
+# Synthetic blocks: the noise level is the run-to-run noise of a block of the default size.
+DEFAULT_BLOCK = {1: _stats.DEFAULTS["requests_c1"], 8: _stats.DEFAULTS["requests_c8"]}
 LLAMA = ("agx-orin-64gb", "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", 3)
 QWEN_INT4 = ("agx-orin-64gb", "RedHatAI/Qwen3-8B-quantized.w4a16", "AngelSlim/Qwen3-8B_eagle3", 3)
 THOR_FP4 = ("thor-t5000", "nvidia/Llama-3.1-8B-Instruct-FP4", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", 5)
@@ -148,7 +150,7 @@ def synthetic_measure(rng, g1, g8, sigma, drift_total):
     def measure(step):
         i = step["index"]
         drift = -drift_total * (1.0 - math.exp(-i / 12.0))
-        sd = sigma * math.sqrt(8.0 / step["n_requests"])
+        sd = sigma * math.sqrt(DEFAULT_BLOCK[step["concurrency"]] / step["n_requests"])
         spec = step["arm"] == "speculative"
         e = rng.gauss(0.0, sd)
         if step["concurrency"] == 1:

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Fixtures of the fleet tests: the ci fleet (tests/fleet/ci.yml), brought up once and always torn down."""
+"""Fixtures of the fleet tests: the ci fleet (tests/fleet/ci.yml), brought up once for the module that uses it
+and always torn down (one fleet runs at a time; test_rollout.py brings up its own)."""
 
 import json
 import os
@@ -8,7 +9,7 @@ import pytest
 from fleet_helpers import CI_FLEET, RunningFleet, fleet_cmd, ops
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ci_fleet():
     if os.geteuid() != 0:
         pytest.fail("the fleet tests need root (network namespaces, podman)")

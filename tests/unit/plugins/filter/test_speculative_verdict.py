@@ -87,8 +87,8 @@ def test_jinja_thresholds_and_null_high_concurrency(render):
     assert result["thresholds"]["min_gain"] == 0.2
     waiting = render("{{ (bench | jetson_llm.speculative.speculative_verdict).next_blocks }}", {"bench": data})
     assert waiting == [
-        {"arm": "baseline", "concurrency": 8, "n_requests": 16},
-        {"arm": "speculative", "concurrency": 8, "n_requests": 16},
+        {"arm": "baseline", "concurrency": 8, "n_requests": 8},
+        {"arm": "speculative", "concurrency": 8, "n_requests": 8},
     ]
 
 

@@ -60,7 +60,9 @@ def test_summary_of_a_kept_host(hosts):
     s = r.host_summary(raw)
     v = raw["verdict"]
     assert (s["host"], s["family"], s["variant"], s["outcome"], s["label"]) == ("orin-01", "agx_orin", "64gb", "keep", "keep (strong)")
-    assert (s["method"], s["k"], s["speculator"], s["k_source"]) == ("eagle3", 3, "AngelSlim/Qwen3-8B_eagle3", "family default")
+    assert (s["method"], s["k"], s["speculator"], s["k_source"]) == ("eagle3", 4, "AngelSlim/Qwen3-8B_eagle3", "tuned on orin-01")
+    assert s["tuning"]["k"] == 4 and [c["k"] for c in s["tuning"]["candidates"]] == [3, 4, 5] and s["tuning"]["pruned"] == [6]
+    assert r.host_summary(hosts["orin-02"])["tuning"] is None
     assert s["gain_c1"]["estimate"] == v["gain_c1"]["estimate"] and s["gain_c1"]["ci"] == v["gain_c1"]["ci"]
     assert s["gain_c1"]["confidence"] == v["gain_c1"]["confidence"] and s["gain_c1"]["status"] == "above"
     assert s["gain_c8"]["ci"] == v["gain_c8"]["ci"] and s["tpot_reduction_c1"]["estimate"] == v["tpot_reduction_c1"]["estimate"]
@@ -155,9 +157,11 @@ def test_table_rows_and_counts():
     assert "21.0 -> 31.0" in thor and "130.0 -> 120.0" in thor
     assert "+47.6% [+31.0, +66.0]" in thor and " 144 " in thor and thor.endswith("keep (strong)")
     assert lines[4] == "    throughput at c=1 gains"  # whitespace folded
-    assert lines[5] == "hosts: 2; keep 1, skip 1"
-    assert lines[6].startswith("c-gone: no result")
-    assert lines[7].startswith("gain: drift-corrected")
+    assert lines[5] == "num_speculative_tokens per group (family variant, target model, speculator):"
+    assert lines[6] == "  thor t5000: k=5 (source not recorded); 1 host"
+    assert lines[7] == "hosts: 2; keep 1, skip 1"
+    assert lines[8].startswith("c-gone: no result")
+    assert lines[9].startswith("gain: drift-corrected")
     # columns line up: every host line has the verdict where the header has it
     col = lines[0].index("verdict")
     assert lines[1][col:] == "skip" and thor[col:] == "keep (strong)"
@@ -166,6 +170,13 @@ def test_table_rows_and_counts():
 def test_table_on_the_realistic_fleet():
     lines = r.table(fleet(), missing=["gone-01"])
     text = "\n".join(lines)
+    # the tuned k per group: the canary's choice, used by the other host of its group, and its sweep
+    group = "  agx_orin 64gb, Qwen/Qwen3-8B, AngelSlim/Qwen3-8B_eagle3: k=4 (tuned on orin-01); 2 hosts"
+    assert group in lines
+    sweep_line = lines[lines.index(group) + 1]
+    assert sweep_line.startswith("    sweep on orin-01 at c=1: k=3 +") and "; k=4 +" in sweep_line
+    assert "pruned k=6" in text
+    assert "  thor t5000, Qwen/Qwen3-8B, AngelSlim/Qwen3-8B_eagle3: k=5 (family default); 1 host" in lines
     by_host = {line.split()[0]: line for line in lines if not line.startswith(" ")}
     assert set(by_host) >= {"orin-01", "orin-02", "orin-03", "thor-01", "thor-02", "nano-01"}
     assert by_host["thor-01"].endswith("revert (regression at c=8)")

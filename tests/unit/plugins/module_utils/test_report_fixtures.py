@@ -47,6 +47,9 @@ READ_KEYS = {
     "started_at",
     "finished_at",
     "intervals",
+    "group",
+    "k_source",
+    "sweep",
 }
 
 
@@ -205,14 +208,34 @@ def result(host, family, variant, outcome="trial", g1=0.5, g8=0.3, k=3, start=T0
     return base
 
 
+def sweep(gains, pruned=(6,), seed=7):
+    """A canary's sweep record as sweep.yml keeps it: the pruning prediction and the choice from real
+    mirrored c=1 blocks (``gains``: true gain per measured k)."""
+    rng = random.Random(seed)
+    arms = [("baseline", None)] + [("speculative", k) for k in sorted(gains)]
+    blocks = []
+    for r in range(3):
+        for arm, k in arms if r % 2 == 0 else list(reversed(arms)):
+            tput = 88.0 * (1.0 + (gains[k] if k else 0.0)) * math.exp(rng.gauss(0.0, 0.01))
+            block = {"arm": arm, "num_speculative_tokens": k, "concurrency": 1, "index": len(blocks), "output_throughput": tput}
+            blocks.append(dict(block, median_tpot_ms=1000.0 / tput, completed=8, failed=0))
+    choice = _stats.choose_k(blocks)
+    predictions = [{"k": k, "pruned": False} for k in sorted(gains)] + [{"k": k, "pruned": True} for k in pruned]
+    return {"predictions": predictions, "survivors": sorted(gains), "choice": choice, "blocks": len(blocks), "requests": 8 * len(blocks)}
+
+
 def fleet():
     """Six hosts: a strong keep, a c=8 regression, a planned skip, a noisy drifting host with warnings,
     a host decided in an earlier run and a host with its own keep threshold."""
+    canary = result("orin-01", "agx_orin", "64gb", g1=0.95, g8=0.75, k=4, start=T0)
+    canary.update(sweep=sweep({3: 0.80, 4: 0.95, 5: 0.90}), k_source="tuned on orin-01")
+    tuned = result("orin-02", "agx_orin", "64gb", g1=0.2, g8=0.05, k=4, noise=0.12, drift=0.01, seed=3, start=T0 + 410, block_warning="2 requests timed out")
+    tuned["k_source"] = "tuned on orin-01"
     return [
-        result("orin-01", "agx_orin", "64gb", g1=0.95, g8=0.75, k=3, start=T0),
+        canary,
         result("thor-01", "thor", "t5000", g1=0.75, g8=-0.33, k=5, start=T0 + 200, seed=1),
         result("nano-01", "orin_nano", "8gb", outcome="skip", start=T0 + 400),
-        result("orin-02", "agx_orin", "64gb", g1=0.2, g8=0.05, noise=0.12, drift=0.01, seed=3, start=T0 + 410, block_warning="2 requests timed out"),
+        tuned,
         result("orin-03", "agx_orin", "32gb", g1=0.6, g8=0.4, seed=4, start=T0 + 420, reused=True),
         result("thor-02", "thor", "t4000", g1=0.35, g8=0.1, k=5, seed=5, start=T0 + 430, min_gain=0.2),
     ]

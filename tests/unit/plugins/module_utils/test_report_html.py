@@ -208,6 +208,16 @@ def test_host_table_rows(full):
     assert "decided in an earlier run" in next(tr for tr in rows if tr.attrs["id"] == "host-orin-03").all_text()
 
 
+def test_tuned_k_per_group(full):
+    _doc, page = full
+    section = page[page.index('<h2 id="groups">') : page.index('<h2 id="timing">')]
+    rows = re.findall(r"<tr><td>(.*?)</td></tr>", section)
+    assert len(rows) == 4  # agx_orin 32gb, agx_orin 64gb, thor t4000, thor t5000 (the skipped Orin Nano has none)
+    orin = next(row for row in rows if row.startswith("agx_orin 64gb"))
+    assert "<td>4</td><td>tuned on orin-01</td><td><code>orin-01</code>, <code>orin-02</code></td>" in orin
+    assert "on <code>orin-01</code>: k=3 +" in orin and "<b>k=4 +" in orin and "pruned k=6" in orin
+
+
 def test_hostile_strings_are_escaped():
     hostile = result(HOSTILE_HOST, "<b>agx</b>", '64gb" onmouseover="x', g1=0.9, g8=0.5, reason=HOSTILE_REASON)
     hostile["verdict"]["warnings"] = ["<script>alert(2)</script>"]

@@ -33,6 +33,9 @@ def test_report_document():
     assert doc["hosts"][0] == next(h for h in results if h["host"] == names[0])  # raw results kept as they are
     assert doc["summary"] == [r.host_summary(h) for h in doc["hosts"]]
     assert doc["timing"] == r.timing(results, started=T0, now=T0 + 700.5)
+    orin = next(g for g in doc["groups"] if g["family"] == "agx_orin" and g["variant"] == "64gb")
+    assert (orin["hosts"], orin["k"], orin["sources"], orin["canary"]) == (["orin-01", "orin-02"], [4], ["tuned on orin-01"], "orin-01")
+    assert orin["tuning"]["k"] == 4 and orin["tuning"]["pruned"] == [6]
     assert json.loads(json.dumps(doc)) == doc  # plain JSON data, nothing lost
 
 

@@ -58,10 +58,10 @@ def test_no_blocks_asks_for_the_first_round():
     assert v["decision"] == "continue" and v["label"] == "continue"
     assert v["requests_spent"] == 0 and v["rounds"] == 0 and v["arm_switches"] == 0
     assert [(b["arm"], b["concurrency"], b["n_requests"]) for b in v["next_blocks"]] == [
-        (B, 1, 8),
-        (B, 8, 16),
-        (S, 8, 16),
-        (S, 1, 8),
+        (B, 1, 4),
+        (B, 8, 8),
+        (S, 8, 8),
+        (S, 1, 4),
     ]
     assert v["gain_c1"]["status"] == "not measured"
     assert v["noise"] == {"c1": None, "c8": None}
@@ -231,8 +231,8 @@ def test_high_concurrency_check_can_be_disabled():
     assert "high-concurrency check is disabled" in v["reason"]
     assert "c8" not in v["noise"]
     assert _stats.verdict([], high_concurrency=None)["next_blocks"] == [
-        {"arm": B, "concurrency": 1, "n_requests": 8},
-        {"arm": S, "concurrency": 1, "n_requests": 8},
+        {"arm": B, "concurrency": 1, "n_requests": 4},
+        {"arm": S, "concurrency": 1, "n_requests": 4},
     ]
 
 
@@ -364,7 +364,7 @@ def test_plan_covers_the_rest_of_the_round():
         ({"min_rounds": 1}, "min_rounds"),
         ({"min_rounds": 5, "max_rounds": 4}, "max_rounds"),
         ({"requests_c1": 0}, "requests_c1"),
-        ({"max_requests": 100}, "max_requests"),
+        ({"max_requests": 50}, "max_requests"),
         ({"max_requests": 2.5}, "integer"),
         ({"high_concurrency": 1}, "high_concurrency"),
         ({"bootstrap_resamples": 5}, "bootstrap_resamples"),
@@ -458,7 +458,7 @@ def test_trial_runs_to_a_decision():
 def test_trial_record_fills_in_the_planned_block_and_checks_indexes():
     trial = _stats.SequentialTrial(min_rounds=3)
     step = trial.next_block()
-    assert step == {"arm": B, "concurrency": 1, "n_requests": 8, "index": 0}
+    assert step == {"arm": B, "concurrency": 1, "n_requests": 4, "index": 0}
     v = trial.record({"output_throughput": 30.0, "median_tpot_ms": 33.0, "completed": 8})
     assert trial.blocks[0]["arm"] == B and trial.blocks[0]["index"] == 0
     assert v["next_blocks"][0]["concurrency"] == 8
