@@ -26,7 +26,7 @@ EXPECTED = {
     "r-orin-lowgain": ("revert", "revert"),
     "r-orin-lowmem": ("keep", "keep"),
     "r-thor-docker": ("revert", "c=8"),
-    "r-thor": ("keep", "keep"),
+    "r-thor": ("revert", "c=8"),
     "r-nano": ("skip", "not suggested on orin_nano"),
     "r-xavier": ("skip", "Xavier"),
 }
@@ -124,7 +124,7 @@ def test_check_mode_on_the_fresh_fleet_changes_nothing_and_shows_plans_and_diffs
     assert out.count("+++ after: /etc/vllm/serve.yaml") == len(EXPECTED)
     assert out.count('+ExecStart="/usr/local/bin/vllm" "serve" "--config" "/etc/vllm/serve.yaml"') == len(EXPECTED) - 1
     assert '+ExecStart="/usr/bin/docker" "run"' in out  # the container host's unit
-    assert out.count('+speculative-config: "{') == 5  # the hosts whose plan enables speculation
+    assert out.count('+speculative-config: "{') == 6  # the hosts whose plan enables speculation
     assert "skipped: speculation is not suggested on orin_nano" in out
     assert "HF_TOKEN" not in out and "VLLM_API_KEY" not in out
     assert "check mode: the report of run" in out

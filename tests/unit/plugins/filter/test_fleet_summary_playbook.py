@@ -32,7 +32,7 @@ def write_inventory(tmp_path, results, without_result=(), group="specdec_fleet")
     return str(path)
 
 
-def run(inventory, report_dir, *extra):
+def run(inventory, report_dir, *extra, rc=0):
     env = dict(
         os.environ,
         HOME=os.path.join(ROOT, ".cache", "home"),
@@ -48,7 +48,7 @@ def run(inventory, report_dir, *extra):
         doc = json.loads(proc.stdout)
     except ValueError:
         pytest.fail("no JSON from ansible-playbook: %s %s" % (proc.stdout[-2000:], proc.stderr[-2000:]))
-    assert proc.returncode == 0, (proc.returncode, proc.stdout[-3000:], proc.stderr[-2000:])
+    assert proc.returncode == rc, (proc.returncode, proc.stdout[-3000:], proc.stderr[-2000:])
     assert set(doc["stats"]) == {"localhost"}, doc["stats"]  # no device was contacted
     return doc
 
@@ -147,3 +147,30 @@ def test_other_target_group_and_a_skip_only_fleet(tmp_path):
     assert latest["counts"]["skip"] == 3 and latest["run"]["target_group"] == "lab"
     chart = gain_chart(parse((report / "latest.html").read_text()))
     assert len(chart.find_all("g", "host")) == 3 and not chart.find_all("rect", "bar")
+
+
+def test_failed_hosts_and_a_stopped_rollout_fail_the_run_after_the_report(tmp_path):
+    results = fleet()[:2]
+    failed = result("orin-09", "agx_orin", "64gb", outcome="skip", start=T0 + 500)
+    failed.update(outcome="failed", decision="failed", label="failed", reason="host orin-09: the decided configuration does not serve")
+    inventory = write_inventory(tmp_path, results + [failed], without_result=["later-01"])
+    report = tmp_path / "report"
+    stopped = "1 of 2 hosts of a batch failed (orin-09), more than jetson_llm_max_fail_percentage 0 % allows"
+    doc = run(inventory, report, "-e", json.dumps({"jetson_llm_rollout_stopped": stopped}), rc=2)
+    # the report is complete first
+    latest = json.loads((report / "latest.json").read_text())
+    assert latest["counts"] == {"keep": 1, "revert": 1, "skip": 0, "failed": 1, "missing": 1}
+    assert any(line.startswith("orin-09 ") and line.endswith("failed") for line in task_result(doc, "Per-host table")["msg"])
+    # then the run fails, saying why
+    end = task_result(doc, "Fail the run when a host failed or the rollout was stopped (after the report is written)")
+    assert end["failed"] is True
+    assert end["msg"] == [
+        "the rollout stopped: " + stopped,
+        "failed: orin-09 - host orin-09: the decided configuration does not serve",
+        "not reached: later-01",
+    ]
+
+
+def test_a_run_without_failures_passes_the_last_check(tmp_path):
+    doc = run(write_inventory(tmp_path, fleet()), tmp_path / "report")
+    assert task_result(doc, "Fail the run when a host failed or the rollout was stopped (after the report is written)").get("skipped") is True

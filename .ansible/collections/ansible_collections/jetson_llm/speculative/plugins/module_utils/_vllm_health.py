@@ -1,0 +1,146 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, jetson_llm.speculative contributors
+# SPDX-License-Identifier: Apache-2.0 OR GPL-3.0-or-later
+# Licensed under the Apache License 2.0, or at your option under the
+# GNU General Public License version 3 or later (see https://www.gnu.org/licenses/gpl-3.0.txt).
+"""Readiness probing of a vLLM server and classification of why it did not start.
+
+Standard library only: this runs on the devices. The messages matched below are vLLM's own
+(see the collection's reference notes on vLLM startup failures), so a cause named here is the
+cause vLLM printed, not a guess.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+try:  # Python 3
+    from http.client import HTTPConnection, HTTPException
+    from urllib.parse import urlsplit
+except ImportError:  # pragma: no cover - Python 2 is not supported on the devices
+    raise
+
+# (cause, human description, regular expression), first match wins, most specific first.
+CAUSES = (
+    (
+        "oom_sampler",
+        "out of memory while warming up the sampler",
+        re.compile(r"CUDA out of memory occurred when warming up sampler"),
+    ),
+    (
+        "oom_free_memory",
+        "not enough free memory at startup for the requested GPU memory utilization",
+        re.compile(r"Free memory on device .* is less than desired GPU memory utilization"),
+    ),
+    (
+        "oom_kv_cache",
+        "no room for the KV cache",
+        re.compile(
+            r"No available memory for the cache blocks|KV cache is needed, which is larger than the available KV cache"
+            r"|Cannot auto-fit max_model_len"
+        ),
+    ),
+    (
+        "oom_weights",
+        "out of memory while loading the weights",
+        re.compile(r"Failed to load model - not enough GPU memory|CUDA out of memory|OutOfMemoryError"),
+    ),
+    (
+        "rejected_config",
+        "vLLM rejected the configuration",
+        re.compile(
+            r"validation error for SpeculativeConfig|unrecognized arguments|error: argument|Unsupported speculative method"
+            r"|is not a valid argument in the speculative_config|NotImplementedError|Value error,"
+            r"|Config file must be of a yaml/yml type|No model specified"
+        ),
+    ),
+    (
+        "model_not_found",
+        "the model or speculator could not be found",
+        re.compile(r"couldn't connect to 'https://huggingface.co'|Repository Not Found|is not a local folder"),
+    ),
+)
+
+OOM_CAUSES = ("oom_sampler", "oom_free_memory", "oom_kv_cache", "oom_weights")
+ENGINE_FAILED = "Engine core initialization failed"
+
+
+def classify_log(text):
+    """Return (cause, description, evidence line) for a vLLM log, or (None, None, None)."""
+    if not text:
+        return None, None, None
+    lines = text.splitlines()
+    for cause, description, pattern in CAUSES:
+        for line in lines:
+            if pattern.search(line):
+                return cause, description, line.strip()[:500]
+    for line in lines:
+        if ENGINE_FAILED in line:
+            return "engine_failed", "the engine failed to initialise", line.strip()[:500]
+    return None, None, None
+
+
+def split_url(url):
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError("url must be http://HOST[:PORT], got %r" % (url,))
+    return parts.hostname, parts.port or 80
+
+
+def http_get(url, path, api_key=None, timeout=5.0):
+    """GET url+path; returns (status, body text). Connection errors raise OSError."""
+    host, port = split_url(url)
+    conn = HTTPConnection(host, port, timeout=timeout)
+    try:
+        headers = {"Accept": "application/json"}
+        if api_key:
+            headers["Authorization"] = "Bearer %s" % api_key
+        conn.request("GET", path, headers=headers)
+        resp = conn.getresponse()
+        body = resp.read().decode("utf-8", "replace")
+        return resp.status, body
+    except HTTPException as exc:
+        raise OSError("bad HTTP response: %s" % exc) from exc
+    finally:
+        conn.close()
+
+
+def probe(url, served_model_name=None, api_key=None, timeout=5.0):
+    """One readiness probe. Returns a dict: state (loading|ready|unhealthy|wrong_model), detail, models."""
+    try:
+        status, _body = http_get(url, "/health", timeout=timeout)
+    except (OSError, ValueError) as exc:
+        # vLLM does not listen() while loading: connection refused means "still loading"
+        return {"state": "loading", "detail": str(exc), "models": []}
+    if status != 200:
+        return {"state": "unhealthy", "detail": "/health returned HTTP %d" % status, "models": []}
+    try:
+        status, body = http_get(url, "/v1/models", api_key=api_key, timeout=timeout)
+    except (OSError, ValueError) as exc:
+        return {"state": "loading", "detail": str(exc), "models": []}
+    if status != 200:
+        return {"state": "unhealthy", "detail": "/v1/models returned HTTP %d" % status, "models": []}
+    try:
+        models = [m.get("id") for m in json.loads(body).get("data", [])]
+    except (ValueError, AttributeError):
+        return {"state": "unhealthy", "detail": "/v1/models returned no model list", "models": []}
+    if served_model_name and served_model_name not in models:
+        return {
+            "state": "wrong_model",
+            "detail": "serving %s, expected %s" % (", ".join(map(str, models)) or "nothing", served_model_name),
+            "models": models,
+        }
+    return {"state": "ready", "detail": "", "models": models}
+
+
+def parse_systemctl_show(text):
+    """Parse `systemctl show -p A,B` output into a dict."""
+    out = {}
+    for line in (text or "").splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out

@@ -1,0 +1,10 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Make the collection importable as ansible_collections.jetson_llm.speculative in plain pytest runs."""
+
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
+if os.path.isdir(COLLECTIONS) and COLLECTIONS not in sys.path:
+    sys.path.insert(0, COLLECTIONS)

@@ -1,0 +1,263 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The main job end to end: ``playbooks/enable_speculation.yml`` over SSH against the eight-host mixed
+fleet of ``tests/fleet/rollout.yml``, checking each host's end state on the host itself.
+
+Order matters and is the file's order: check mode on the untouched fleet, the rollout, the end state
+of every host (service, unit, rendered config, state and history files, what it serves), the summary
+and the fleet report, then a second run and a second check-mode run that change nothing.
+Run as root: ``make fleet-test``. The module fixture brings the fleet up and always tears it down.
+"""
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+from fleet_helpers import BIN, FLEET_DIR, REPO, RunningFleet, ansible_env, fleet_cmd, ops
+
+ROLLOUT_FLEET = os.path.join(FLEET_DIR, "rollout.yml")
+PLAYBOOK = os.path.join(REPO, "playbooks", "enable_speculation.yml")
+
+# host -> (outcome, what the reason or label must say)
+EXPECTED = {
+    "r-orin-canary": ("keep", "keep"),
+    "r-orin": ("keep", "keep"),
+    "r-orin-lowgain": ("revert", "revert"),
+    "r-orin-lowmem": ("keep", "keep"),
+    "r-thor-docker": ("revert", "c=8"),
+    "r-thor": ("revert", "c=8"),
+    "r-nano": ("skip", "not suggested on orin_nano"),
+    "r-xavier": ("skip", "Xavier"),
+}
+SERVE_YAML = "/etc/vllm/serve.yaml"
+UNIT = "/etc/systemd/system/vllm.service"
+STATE = "/var/lib/jetson_llm/speculative/state.json"
+HISTORY = "/var/lib/jetson_llm/speculative/history"
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+# What a host looks like from the outside: file checksums, the service state and its main process.
+FINGERPRINT = (
+    "for f in %s %s /etc/vllm/vllm.env %s; do if [ -e $f ]; then sha256sum $f; else echo absent $f; fi; done; "
+    "systemctl show -p ActiveState -p MainPID vllm.service; ls /var/lib/jetson_llm 2>/dev/null | sort"
+) % (SERVE_YAML, UNIT, STATE)
+
+
+class Rollout(RunningFleet):
+    def __init__(self, state, inventory, report_dir):
+        super().__init__(state)
+        self.inventory = inventory
+        self.report_dir = report_dir
+        self.runs = {}
+
+    def playbook(self, *extra, timeout=3000):
+        env = ansible_env()
+        env["ANSIBLE_FORKS"] = "20"
+        cmd = [
+            os.path.join(BIN, "ansible-playbook"),
+            "-i",
+            self.inventory,
+            PLAYBOOK,
+            "-e",
+            json.dumps({"jetson_llm_serial": ["50%", "100%"], "speculative_decoding_report_dir": self.report_dir}),
+            *extra,
+        ]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+
+    def fingerprints(self):
+        return {name: self.ssh(name, FINGERPRINT, check=True).stdout for name in EXPECTED}
+
+    def read_json(self, name, path):
+        return json.loads(self.ssh(name, "cat %s" % path, check=True).stdout)
+
+
+def recap(stdout):
+    keys = ("ok", "changed", "unreachable", "failed")
+    return {m.group(1): dict(zip(keys, (int(g) for g in m.groups()[1:]))) for m in RECAP.finditer(stdout)}
+
+
+def tail(proc, n=6000):
+    return proc.stdout[-n:] + proc.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def rollout(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.fail("the fleet tests need root (network namespaces, podman)")
+    work = tmp_path_factory.mktemp("rollout")
+    inventory = str(work / "hosts.yml")
+    proc = fleet_cmd("up", ROLLOUT_FLEET, "--inventory", inventory)
+    try:
+        if proc.returncode != 0:
+            pytest.fail("fleet up failed (%d):\n%s%s" % (proc.returncode, proc.stdout, proc.stderr))
+        with open(ops.STATE_JSON) as f:
+            yield Rollout(json.load(f), inventory, str(work / "report"))
+    finally:
+        fleet_cmd("down")
+
+
+@pytest.fixture(scope="module")
+def first_run(rollout):
+    """The rollout itself, once for the module (after the check-mode test has looked at the fresh fleet)."""
+    proc = rollout.playbook()
+    assert proc.returncode == 0, tail(proc)
+    rollout.runs["first"] = proc
+    return proc
+
+
+@pytest.fixture(scope="module")
+def results(rollout, first_run):
+    with open(os.path.join(rollout.report_dir, "latest.json")) as f:
+        report = json.load(f)
+    return {h["host"]: h for h in report["hosts"]}
+
+
+def test_check_mode_on_the_fresh_fleet_changes_nothing_and_shows_plans_and_diffs(rollout):
+    before = rollout.fingerprints()
+    proc = rollout.playbook("--check", "--diff")
+    assert proc.returncode == 0, tail(proc)
+    assert rollout.fingerprints() == before
+    assert not os.path.exists(os.path.join(rollout.report_dir, "latest.json"))
+    out = proc.stdout
+    # the plan of every host, and the exact files a run would write
+    for host in EXPECTED:
+        assert re.search(r"ok: \[%s\] => \{\n\s+\"__speculative_decoding_plan\": \{" % re.escape(host), out), host
+    assert out.count("+++ after: /etc/vllm/serve.yaml") == len(EXPECTED)
+    assert out.count('+ExecStart="/usr/local/bin/vllm" "serve" "--config" "/etc/vllm/serve.yaml"') == len(EXPECTED) - 1
+    assert '+ExecStart="/usr/bin/docker" "run"' in out  # the container host's unit
+    assert out.count('+speculative-config: "{') == 6  # the hosts whose plan enables speculation
+    assert "skipped: speculation is not suggested on orin_nano" in out
+    assert "HF_TOKEN" not in out and "VLLM_API_KEY" not in out
+    assert "check mode: the report of run" in out
+
+
+def test_every_host_reaches_its_expected_outcome(rollout, first_run, results):
+    assert set(results) == set(EXPECTED)
+    for host, (outcome, why) in EXPECTED.items():
+        r = results[host]
+        assert r["outcome"] == outcome, (host, r["outcome"], r["reason"])
+        assert why in (r["label"] + " " + r["reason"]), (host, r["label"], r["reason"])
+    counts = recap(first_run.stdout)
+    assert set(EXPECTED) <= set(counts)
+    assert all(c["failed"] == 0 and c["unreachable"] == 0 for c in counts.values()), counts
+
+
+def test_every_host_serves_its_decided_configuration(rollout, results):
+    for host, (outcome, _why) in EXPECTED.items():
+        r = results[host]
+        assert rollout.ssh(host, "systemctl is-active vllm.service").stdout.strip() == "active", host
+        status, _body = rollout.http_get(host, "/health")
+        assert status == 200, host
+        status, body = rollout.http_get(host, "/v1/models")
+        assert status == 200 and r["model"] in body, host
+        serve = rollout.ssh(host, "cat %s" % SERVE_YAML, check=True).stdout
+        unit = rollout.ssh(host, "cat %s" % UNIT, check=True).stdout
+        assert 'model: "%s"' % r["model"] in serve, host
+        assert "--config" in unit and "/etc/vllm/serve.yaml" in unit, host
+        assert "HF_TOKEN" not in unit, host
+        if outcome == "keep":
+            spec = json.loads(json.loads(re.search(r"^speculative-config: (.*)$", serve, re.M).group(1)))
+            assert spec["method"] == "eagle3", host
+            assert spec["num_speculative_tokens"] == int(r["num_speculative_tokens"]), host
+            assert "gpu-memory-utilization: %s" % r["gpu_memory_utilization"] in serve, host
+        else:
+            assert "speculative-config" not in serve, host
+            assert "gpu-memory-utilization: %s" % r["baseline_gpu_memory_utilization"] in serve, host
+        # what the server really runs: vLLM logs the speculative config it parsed
+        metrics = rollout.http_get(host, "/metrics")[1]
+        assert ("vllm:spec_decode_num_drafts" in metrics) == (outcome == "keep"), host
+
+
+def test_each_host_records_its_decision_and_keeps_its_history(rollout, results):
+    for host, (outcome, _why) in EXPECTED.items():
+        state = rollout.read_json(host, STATE)
+        assert state["decision"] == outcome, host
+        assert state["key"] == results[host]["key"], host
+        mode = rollout.ssh(host, "stat -c %%a %s %s" % (STATE, HISTORY), check=True).stdout.split()
+        assert mode == ["600", "700"], host
+        files = rollout.ssh(host, "ls %s" % HISTORY, check=True).stdout.split()
+        assert any(f.startswith("decision-%s-" % state["key"]) for f in files), (host, files)
+        benchmarks = [f for f in files if not f.startswith("decision-")]
+        if outcome == "skip":
+            assert benchmarks == [], (host, files)
+            continue
+        assert benchmarks, (host, files)
+        # every benchmark result on the device is a real run with vllm bench serve's field names
+        sample = rollout.read_json(host, "%s/%s" % (HISTORY, sorted(benchmarks)[0]))
+        runs = sample["runs"] if "runs" in sample else [sample]
+        assert all(run["completed"] > 0 and run["output_throughput"] > 0 for run in runs), host
+        # the verdict: its interval, the requests spent and the reason are part of the result
+        verdict = results[host]["verdict"]
+        assert verdict["requests_spent"] > 0 and verdict["reason"], host
+        lo, hi = verdict["gain_c1"]["ci"]
+        assert lo <= verdict["gain_c1"]["estimate"] <= hi, host
+        # the fetched copy on the controller is the device's record
+        with open(os.path.join(rollout.report_dir, "hosts", host + ".json")) as f:
+            assert json.load(f) == state, host
+
+
+def test_the_canary_tunes_k_for_its_group_and_the_group_uses_it(results):
+    canary = results["r-orin-canary"]
+    assert canary["sweep"], canary["k_source"]
+    tuned = int(canary["num_speculative_tokens"])
+    assert canary["sweep"]["choice"]["k"] == tuned
+    assert canary["k_source"] == "tuned on r-orin-canary"
+    for host in ("r-orin", "r-orin-lowgain", "r-orin-lowmem"):
+        assert results[host]["k_source"] == "tuned on r-orin-canary", host
+        assert int(results[host]["num_speculative_tokens"]) == tuned, host
+        assert results[host]["group"] == canary["group"], host
+
+
+def test_the_low_memory_host_walked_the_ladder_and_serves(results):
+    r = results["r-orin-lowmem"]
+    assert r["ladder"], r
+    first = r["ladder"][0]
+    assert "Free memory on device" in json.dumps(first)
+    assert float(r["gpu_memory_utilization"]) == pytest.approx(0.40)
+    assert r["plan"]["gpu_memory_utilization"] == pytest.approx(0.45)
+
+
+def test_the_summary_shows_every_host_and_the_report_is_written(rollout, first_run, results):
+    out = first_run.stdout
+    table_task = out.index("TASK [Per-host table]")
+    table = out[table_task : out.index("TASK [", table_task + 10)]
+    for host, (outcome, _why) in EXPECTED.items():
+        assert re.search(r"%s\b.*\b%s\b" % (re.escape(host), outcome), table), (host, table)
+    assert "wall" in out[out.index("TASK [Where the time went]") :]
+    for name in ("latest.json", "latest.html", "index.json"):
+        assert os.path.getsize(os.path.join(rollout.report_dir, name)) > 0, name
+    with open(os.path.join(rollout.report_dir, "latest.html")) as f:
+        html = f.read()
+    assert all(host in html for host in EXPECTED) and "<svg" in html
+    with open(os.path.join(rollout.report_dir, "index.json")) as f:
+        assert len(json.load(f)["runs"]) == 1
+
+
+def test_a_second_run_changes_nothing(rollout, results):
+    before = rollout.fingerprints()
+    proc = rollout.playbook()
+    assert proc.returncode == 0, tail(proc)
+    counts = recap(proc.stdout)
+    assert {h: counts[h]["changed"] for h in EXPECTED} == {h: 0 for h in EXPECTED}, tail(proc)
+    assert rollout.fingerprints() == before  # same files, same main process: no restart
+    with open(os.path.join(rollout.report_dir, "latest.json")) as f:
+        again = {h["host"]: h for h in json.load(f)["hosts"]}
+    assert {h: again[h]["outcome"] for h in EXPECTED} == {h: o for h, (o, _w) in EXPECTED.items()}
+    assert all(again[h]["reused"] for h in EXPECTED)
+
+
+def test_check_mode_after_the_rollout_shows_no_change(rollout, results):
+    before = rollout.fingerprints()
+    proc = rollout.playbook("--check", "--diff")
+    assert proc.returncode == 0, tail(proc)
+    counts = recap(proc.stdout)
+    assert {h: counts[h]["changed"] for h in EXPECTED} == {h: 0 for h in EXPECTED}, tail(proc)
+    assert rollout.fingerprints() == before
+    assert "already decided" in proc.stdout
+
+
+def test_zz_fleet_down_leaves_no_host(rollout):
+    proc = fleet_cmd("down")
+    assert proc.returncode == 0, proc.stderr
+    assert not os.path.exists(ops.STATE_JSON)
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    assert all(host not in netns for host in EXPECTED)

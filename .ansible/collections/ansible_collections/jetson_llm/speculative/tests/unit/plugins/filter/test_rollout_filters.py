@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Filters used by the rollout roles: overrides, ladder, smaller speculators, model info, argv, trial blocks, k sweep."""
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.jetson_llm.speculative.plugins.filter.model_info import model_info
+from ansible_collections.jetson_llm.speculative.plugins.filter.smaller_speculators import smaller_speculators
+from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_choose_k import speculative_choose_k
+from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_k_sweep import speculative_k_sweep
+from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_ladder import speculative_ladder
+from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_overrides import speculative_overrides
+from ansible_collections.jetson_llm.speculative.plugins.filter.trial_blocks import trial_blocks
+from ansible_collections.jetson_llm.speculative.plugins.filter.vllm_serve_argv import vllm_serve_argv
+from ansible_collections.jetson_llm.speculative.plugins.module_utils import _jetson, _specdec
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+QWEN = "Qwen/Qwen3-8B"
+
+
+def facts(total_gib=61.3, avail_gib=50.0):
+    return _jetson.detect(
+        {
+            "model": b"NVIDIA Jetson AGX Orin Developer Kit\0",
+            "compatible": b"nvidia,p3737-0000+p3701-0005\0nvidia,p3701-0005\0nvidia,tegra234\0",
+            "nv_tegra_release": "# R36 (release), REVISION: 4.3, GCID: 1, BOARD: generic, EABI: aarch64\n",
+            "meminfo": "MemTotal: %d kB\nMemAvailable: %d kB\n" % (total_gib * 1048576, avail_gib * 1048576),
+        }
+    )
+
+
+SERVE = {"gpu_memory_utilization": 0.7, "max_model_len": 4096, "vllm_version": "0.20.0", "running": False}
+
+
+def test_overrides_are_validated_and_unknown_names_refused():
+    got = speculative_overrides({"speculative_decoding_num_speculative_tokens": 4, "other": 1}, host="h1")
+    assert got == {"num_speculative_tokens": 4}
+    with pytest.raises(AnsibleFilterError, match="host h1: unknown variable speculative_decoding_k"):
+        speculative_overrides({"speculative_decoding_k": 4}, host="h1")
+    assert speculative_overrides({"speculative_decoding_seed": 1}, host="h1", known=["speculative_decoding_seed"]) == {}
+    with pytest.raises(AnsibleFilterError, match=r"speculative_decoding_force='true' is not allowed"):
+        speculative_overrides({"speculative_decoding_force": "true"}, host="h1")
+
+
+def test_ladder_lowers_utilization_then_smaller_speculators():
+    plan = _specdec.plan(facts(), LLAMA, SERVE, 1, overrides={"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct"})
+    assert plan["decision"] == "enabled"
+    rungs = speculative_ladder(plan, facts=facts(), target_model=LLAMA, serve=SERVE, steps=2, step=0.05)
+    assert [r["rung"] for r in rungs[:3]] == ["plan", "utilization", "utilization"]
+    assert [r["gpu_memory_utilization"] for r in rungs[:3]] == [0.65, 0.6, 0.55]
+    smaller = [r for r in rungs if r["rung"] == "smaller speculator"]
+    assert smaller, rungs
+    assert all(r["budget"]["speculator_weights_gb"] < plan["budget"]["speculator_weights_gb"] for r in smaller)
+    assert smaller[0]["method"] == "eagle3"
+
+
+def test_ladder_refuses_a_skipped_plan():
+    with pytest.raises(AnsibleFilterError, match="enabled plan"):
+        speculative_ladder({"decision": "skipped"}, facts=facts(), target_model=LLAMA, serve=SERVE)
+
+
+def test_smaller_speculators_and_model_info():
+    assert smaller_speculators(LLAMA, current="meta-llama/Llama-3.2-1B-Instruct")[0] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    assert smaller_speculators(LLAMA, current="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B") == []
+    assert smaller_speculators("org/unknown", current="x/y") == []
+    assert model_info(LLAMA)["vocab_size"] == 128256
+    assert model_info("org/unknown") == {}
+
+
+def test_serve_argv_native_and_jetson_image():
+    assert vllm_serve_argv({"vllm_bin": "/usr/local/bin/vllm"}, config_path="/etc/vllm/serve.yaml") == [
+        "/usr/local/bin/vllm",
+        "serve",
+        "--config",
+        "/etc/vllm/serve.yaml",
+    ]
+    argv = vllm_serve_argv({}, config_path="/etc/vllm/serve.yaml", runtime="docker", image="ghcr.io/nvidia-ai-iot/vllm:r36.4", image_flavor="jetson")
+    assert argv[argv.index("--entrypoint") : argv.index("--entrypoint") + 4] == ["--entrypoint", "vllm", "ghcr.io/nvidia-ai-iot/vllm:r36.4", "serve"]
+    with pytest.raises(AnsibleFilterError, match="config_path"):
+        vllm_serve_argv({}, config_path="/etc/vllm/serve.conf")
+
+
+def test_trial_blocks_tag_arm_concurrency_index_and_k():
+    runs = [{"concurrency": 1, "output_throughput": 10.0}, {"concurrency": 8, "output_throughput": 70.0}]
+    seg = [{"arm": "speculative", "concurrency": 1, "num_speculative_tokens": 4}, {"arm": "speculative", "concurrency": 8}]
+    got = trial_blocks(runs, segment=seg, start=6, result_file="/x.json")
+    assert [(b["arm"], b["concurrency"], b["index"]) for b in got] == [("speculative", 1, 6), ("speculative", 8, 7)]
+    assert got[0]["num_speculative_tokens"] == 4 and "num_speculative_tokens" not in got[1]
+    with pytest.raises(AnsibleFilterError, match="2 runs for 1 blocks"):
+        trial_blocks(runs, segment=seg[:1], start=0)
+    with pytest.raises(AnsibleFilterError, match="concurrency 8, the block at 1"):
+        trial_blocks(runs[1:], segment=seg[:1], start=0)
+
+
+def test_k_sweep_prunes_and_schedules_survivors():
+    rates = [0.8, 0.62, 0.47, 0.35, 0.26, 0.19]  # alpha about 0.78
+    got = speculative_k_sweep(rates, candidates=[1, 2, 3, 4, 5, 6], draft_cost=0.05, num_drafts=400, rounds=2, n_requests=4)
+    assert set(got["survivors"]) <= {1, 2, 3, 4, 5, 6} and got["survivors"]
+    assert got["schedule"][0] == {"arm": "baseline", "num_speculative_tokens": None, "concurrency": 1, "n_requests": 4}
+    assert len(got["schedule"]) == 2 * (1 + len(got["survivors"]))
+    hopeless = speculative_k_sweep([0.05, 0.01], candidates=[2, 3, 4], draft_cost=0.2, num_drafts=1000)
+    assert hopeless["survivors"] == [] and hopeless["schedule"] == []
+
+
+def test_choose_k_prefers_the_faster_value():
+    blocks = []
+    i = 0
+    for _round in range(3):
+        for arm, k, tput in [("baseline", None, 20.0), ("speculative", 2, 30.0), ("speculative", 4, 36.0)]:
+            blocks.append({"arm": arm, "num_speculative_tokens": k, "concurrency": 1, "index": i, "output_throughput": tput * (1 + 0.01 * ((i * 7) % 3)),
+                           "median_tpot_ms": 1000.0 / tput, "completed": 8, "failed": 0})  # fmt: skip
+            i += 1
+    got = speculative_choose_k(blocks)
+    assert got["k"] == 4
+    with pytest.raises(AnsibleFilterError, match="speculative_choose_k"):
+        speculative_choose_k([{"arm": "bogus"}])
