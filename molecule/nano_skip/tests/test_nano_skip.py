@@ -28,8 +28,13 @@ def test_decision_is_skip_with_the_orin_nano_reason(state):
     assert state["plan"]["speculative_config"] is None
 
 
-def test_no_trial_ran(host, state, history):
+def test_no_trial_ran(state, history):
     assert state["blocks"] == []
     assert state["fitted"] == {}
     assert history == ["decision-%s-%d.json" % (state["key"], int(state["decided_at"]))]
-    assert not host.file(KNOWN_GOOD).exists
+
+
+def test_the_serving_baseline_is_kept_as_known_good(host, serve, known_good):
+    # the device had no vLLM before: once the baseline serves, it is the configuration to come back to
+    assert known_good == serve
+    assert host.file(KNOWN_GOOD + "/vllm.env").mode == 0o600

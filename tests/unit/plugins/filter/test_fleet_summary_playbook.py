@@ -153,7 +153,7 @@ def test_failed_hosts_and_a_stopped_rollout_fail_the_run_after_the_report(tmp_pa
     results = fleet()[:2]
     failed = result("orin-09", "agx_orin", "64gb", outcome="skip", start=T0 + 500)
     failed.update(outcome="failed", decision="failed", label="failed", reason="host orin-09: the decided configuration does not serve")
-    inventory = write_inventory(tmp_path, results + [failed], without_result=["later-01"])
+    inventory = write_inventory(tmp_path, [*results, failed], without_result=["later-01"])
     report = tmp_path / "report"
     stopped = "1 of 2 hosts of a batch failed (orin-09), more than jetson_llm_max_fail_percentage 0 % allows"
     doc = run(inventory, report, "-e", json.dumps({"jetson_llm_rollout_stopped": stopped}), rc=2)
