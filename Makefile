@@ -32,13 +32,20 @@ help:
 	@echo "make build       ansible-galaxy collection build"
 
 # ---------------------------------------------------------------- environment
-$(BIN)/.stamp: requirements-dev.txt constraints-dev.txt
+# Debian packages (podman, runc, debootstrap, ssh, iproute2, python3-venv, ...): every target that
+# needs the virtual environment installs them first, so `make demo` and `make test` work on a fresh
+# Debian 12 machine (as root; elsewhere the script says what is missing and how to install it).
+.PHONY: host-packages
+host-packages:
+	tools/install_host_packages.sh
+
+$(BIN)/.stamp: requirements-dev.txt constraints-dev.txt | host-packages
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements-dev.txt -c constraints-dev.txt
 	touch $@
 
 .PHONY: venv
-venv: $(BIN)/.stamp
+venv: host-packages $(BIN)/.stamp
 
 # containers.podman, ansible.posix and community.general come from the PyPI `ansible`
 # wheel (Galaxy is not needed); the collection itself is linked in as jetson_llm.speculative.
