@@ -1,0 +1,152 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The one validator of the roles' and playbooks' settings (plugins/plugin_utils/_settings.py)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, ".cache", "collections"))
+
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _settings  # noqa: E402
+
+GOOD = {"vllm_server_model": "Qwen/Qwen3-8B"}
+
+
+@pytest.mark.parametrize("role", _settings.ROLES)
+def test_every_setting_has_a_rule(role):
+    """A new setting cannot slip past the validator: it needs a rule, a type that says it all, or a reason."""
+    for variable, option in _settings.role_spec(role).items():
+        covered = variable in _settings.RULES or variable in _settings.UNCHECKED or option.get("type") == "bool" or option.get("choices")
+        assert covered, "%s has no rule in plugins/plugin_utils/_settings.py" % variable
+
+
+@pytest.mark.parametrize("role", _settings.ROLES)
+def test_the_role_defaults_pass(role):
+    with open(os.path.join(ROOT, "roles", role, "defaults", "main.yml")) as handle:
+        defaults = yaml.safe_load(handle)
+    defaults = dict((k, v) for k, v in defaults.items() if not (isinstance(v, str) and "{{" in v))
+    defaults.update(GOOD if role == "vllm_server" else {})
+    assert _settings.check_role(role, defaults, host="h") == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["a\nb", "a\rb", "a\x00b", "a\x1bb", "a\x7fb", "a\x85b", "a\u2028b", "tail\n"],
+)
+def test_control_characters_are_refused_everywhere(value):
+    for variable in ("vllm_server_hf_token", "vllm_server_api_key", "vllm_server_model", "vllm_server_host"):
+        errors = _settings.check_role("vllm_server", dict(GOOD, **{variable: value}), host="h")
+        assert any(variable in e and "no control characters" in e for e in errors), (variable, errors)
+    nested = {"speculative_decoding_catalog": {"targets": {"org/m": {"notes": [value]}}}}
+    errors = _settings.check_role("speculative_decoding", nested, host="h")
+    assert errors and "no control characters" in errors[0]
+    assert "['targets']['org/m']['notes'][0]" in errors[0]
+
+
+def test_secrets_are_masked_in_every_message():
+    errors = _settings.check_role("vllm_server", dict(GOOD, vllm_server_api_key="s3cr3t with space"), host="h")
+    assert errors == [
+        "host h: vllm_server_api_key=<secret of 17 characters> is not allowed; expected empty or characters of "
+        "[A-Za-z0-9._~+/=:-] only (no spaces or line breaks)"
+    ]
+
+
+def test_unknown_variables_with_the_role_prefix_are_refused():
+    errors = _settings.check_role("vllm_server", dict(GOOD, vllm_server_prot=8000), host="h")
+    assert errors == ["host h: vllm_server_prot: unknown variable of the vllm_server role; see its meta/argument_specs.yml"]
+
+
+def test_required_and_typed():
+    errors = _settings.check_role("vllm_server", {"vllm_server_port": True}, host="h")
+    assert "host h: vllm_server_model='(unset)' is not allowed; expected a value: this setting is required" in errors
+    assert any("vllm_server_port=True" in e and "an integer (not a string or a boolean)" in e for e in errors)
+
+
+@pytest.mark.parametrize(
+    ("variable", "good", "bad"),
+    [
+        ("vllm_server_host", ["0.0.0.0", "127.0.0.1", "::1", "jetson-01.lan"], ["0.0.0.0 x", "-bad", "a..b", ""]),
+        ("vllm_server_service_name", ["vllm", "vllm-2", "vllm@a"], ["a/b", "vllm.service", ".hidden", ""]),
+        ("vllm_server_image", ["vllm/vllm-openai:v0.20.0", "reg.lan:5000/a/b@sha256:" + "a" * 64], ["A/B", "a b", ""]),
+        ("vllm_server_config_dir", ["/etc/vllm"], ["/", "etc", "/a/../b", "/a b"]),
+        ("vllm_server_served_model_name", ["", "qwen3-8b", "org/name"], ["-x", "a b"]),
+        ("vllm_server_vllm_version", ["", "0.20.2", "0.11.0rc1", "0.34.0+jetson"], ["latest", "0.20 2"]),
+        ("vllm_server_gpu_memory_utilization", [None, 0.05, 0.95], [0.01, 1.0, "0.5"]),
+    ],
+)
+def test_value_rules(variable, good, bad):
+    for value in good:
+        assert _settings.check_role("vllm_server", dict(GOOD, **{variable: value})) == [], (variable, value)
+    for value in bad:
+        assert _settings.check_role("vllm_server", dict(GOOD, **{variable: value})), (variable, value)
+
+
+def test_overrides_use_the_planners_ranges():
+    """One definition of each override's range: the planner's (module_utils/_specdec.py)."""
+    errors = _settings.check_role("speculative_decoding", {"speculative_decoding_num_speculative_tokens": 16}, host="h")
+    assert errors == ["host h: speculative_decoding_num_speculative_tokens=16 is not allowed; expected an integer from 1 to 15"]
+
+
+def test_related_settings():
+    errors = _settings.check_role("speculative_decoding", {"speculative_decoding_min_rounds": 11}, host="h")
+    assert errors == ["host h: speculative_decoding_min_rounds must not exceed speculative_decoding_max_rounds (got 11 and 10)"]
+
+
+@pytest.mark.parametrize(
+    ("serial", "ok"),
+    [([1, "25%", "100%"], True), (3, True), ("50%", True), ([-1], False), ("abc", False), ([], False), ([0], False), (["101%"], False), ([True], False)],
+)
+def test_pacing(serial, ok):
+    assert (_settings.check_pacing(serial, 0) == []) is ok
+
+
+def test_pacing_set_per_host_is_refused():
+    run = {"jetson_llm_serial": [1, "100%"], "jetson_llm_max_fail_percentage": 0}
+    assert _settings.check_pacing_scope({"jetson_llm_serial": [1, "100%"]}, run, "h") == []
+    errors = _settings.check_pacing_scope({"jetson_llm_max_fail_percentage": 50}, run, "h")
+    assert errors and errors[0].startswith("host h: jetson_llm_max_fail_percentage=50 differs from the run's value 0")
+
+
+def test_the_role_refuses_a_bad_value_before_it_renders(tmp_path):
+    """The vllm_server role's own entry point used by the rollout (tasks_from: facts.yml) validates first."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "name": "facts of the server role",
+                            "ansible.builtin.include_role": {"name": "jetson_llm.speculative.vllm_server", "tasks_from": "facts.yml"},
+                        }
+                    ],
+                }
+            ]
+        )
+    )
+    env = dict(
+        os.environ,
+        HOME=os.path.join(ROOT, ".cache", "home"),
+        ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
+        ANSIBLE_LOCALHOST_WARNING="0",
+        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+    )
+    extra = '{"vllm_server_model": "Qwen/Qwen3-8B", "vllm_server_hf_token": "hf_abc\\nLD_PRELOAD=/tmp/evil.so"}'
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-c", "local", str(playbook), "-e", extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "vllm_server_hf_token=<secret of 30 characters, with a control character>" in proc.stdout, proc.stdout[-3000:]
+    assert "LD_PRELOAD" not in proc.stdout
+    assert "Gather Jetson facts" not in proc.stdout  # refused before anything else ran
