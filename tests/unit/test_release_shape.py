@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The released collection: what the Galaxy tarball holds, and the README's account of its plugins."""
+
+import os
+import re
+import subprocess
+import sys
+import tarfile
+
+import pytest
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+GALAXY = os.path.join(os.path.dirname(sys.executable), "ansible-galaxy")
+DEVELOPMENT_ONLY = ("tests/vllm_sim/", "tests/fleet/", "tests/bench/", "mk/", "tools/", "docs/devel/", "molecule/")
+
+
+def _plugins(kind):
+    folder = os.path.join(ROOT, "plugins", kind)
+    return sorted(f[:-3] for f in os.listdir(folder) if f.endswith(".py") and not f.startswith("_"))
+
+
+@pytest.fixture(scope="module")
+def tarball_members(tmp_path_factory):
+    out = tmp_path_factory.mktemp("build")
+    env = dict(os.environ, HOME=os.path.join(ROOT, ".cache", "home"))
+    proc = subprocess.run(
+        [GALAXY, "collection", "build", "--output-path", str(out), ROOT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (path,) = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".tar.gz")]
+    with tarfile.open(path) as tar:
+        return tar.getnames()
+
+
+def test_tarball_leaves_out_development_files(tarball_members):
+    leaked = [m for m in tarball_members if m.startswith(DEVELOPMENT_ONLY)]
+    assert leaked == []
+    for needed in ("plugins/modules/vllm_benchmark.py", "roles/vllm_server/tasks/main.yml", "playbooks/enable_speculation.yml"):
+        assert needed in tarball_members
+
+
+def test_readme_lists_every_public_plugin():
+    with open(os.path.join(ROOT, "README.md")) as handle:
+        readme = handle.read()
+    table = "\n".join(line for line in readme.splitlines() if re.match(r"^\| (module|filter|role|playbook) \|", line))
+    for kind in ("modules", "filter"):
+        for name in _plugins(kind):
+            assert "`%s`" % name in table, "README's content table does not list the %s %s" % (kind, name)
+
+
+def test_every_module_is_in_an_action_group():
+    with open(os.path.join(ROOT, "meta", "runtime.yml")) as handle:
+        runtime = yaml.safe_load(handle)
+    grouped = set(m for members in runtime["action_groups"].values() for m in members)
+    assert set(_plugins("modules")) <= grouped, sorted(set(_plugins("modules")) - grouped)
