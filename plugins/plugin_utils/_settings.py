@@ -311,7 +311,7 @@ def _control_path(value, path=""):
 
 def _plain(value):
     """Ansible's tagged strings and vault values as plain Python values."""
-    if isinstance(value, str) and type(value) is not str:
+    if isinstance(value, str):
         return str(value)
     if isinstance(value, dict):
         return dict((_plain(key), _plain(item)) for key, item in value.items())
