@@ -27,7 +27,8 @@ options:
   _input:
     description:
       - The host's variables, for example C(hostvars[host]). Settings it lacks take the role's default.
-      - For O(scope=pacing), a mapping with C(jetson_llm_serial) and C(jetson_llm_max_fail_percentage).
+      - For O(scope=pacing), the playbooks' own settings C(jetson_llm_serial), C(jetson_llm_max_fail_percentage),
+        C(jetson_llm_target_group), C(jetson_llm_canary_group) and C(jetson_llm_tune_on_canaries).
     type: dict
     required: true
   scope:
@@ -65,8 +66,8 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._settings import (
     ROLES,
-    check_pacing,
     check_pacing_scope,
+    check_playbook,
     check_role,
 )
 
@@ -86,7 +87,7 @@ def check_settings(variables, scope, host="", run=None):
             host=str(host or ""),
         )
     if scope == "pacing":
-        return check_pacing(variables.get("jetson_llm_serial", [1, "25%", "100%"]), variables.get("jetson_llm_max_fail_percentage", 0))
+        return check_playbook(variables)
     if scope not in ROLES:
         raise AnsibleFilterError("{}: scope={!r}; expected one of {}, pacing".format(_FQCN, scope, ", ".join(ROLES)))
     return check_role(scope, variables, host=str(host or ""))

@@ -430,6 +430,21 @@ def check_pacing(serial, max_fail_percentage):
 
 
 PLAYBOOK_SETTINGS = ("jetson_llm_serial", "jetson_llm_max_fail_percentage")
+_GROUP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def check_playbook(variables):
+    """Errors of the playbooks' own settings: the pacing, the group names and the canary tuning switch."""
+    variables = dict((str(key), _plain(value)) for key, value in dict(variables).items())
+    errors = check_pacing(variables.get("jetson_llm_serial", [1, "25%", "100%"]), variables.get("jetson_llm_max_fail_percentage", 0))
+    for setting in ("jetson_llm_target_group", "jetson_llm_canary_group"):
+        value = variables.get(setting)
+        if value is not None and not (isinstance(value, str) and _GROUP_RE.fullmatch(value)):
+            errors.append("{}={} is not allowed; expected an inventory group name of [A-Za-z0-9_] not starting with a digit".format(setting, shown("", value)))
+    tune = variables.get("jetson_llm_tune_on_canaries")
+    if tune is not None and not isinstance(tune, bool):
+        errors.append("jetson_llm_tune_on_canaries={} is not allowed; expected a boolean (true or false, not a string)".format(shown("", tune)))
+    return errors
 
 
 def check_pacing_scope(variables, run, host):

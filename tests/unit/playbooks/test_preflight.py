@@ -179,6 +179,8 @@ def test_every_error_of_every_host_is_listed(tmp_path):
         ({"jetson_llm_serial": []}, "jetson_llm_serial=[] is not allowed"),
         ({"jetson_llm_max_fail_percentage": 150}, "jetson_llm_max_fail_percentage=150 is not allowed"),
         ({"jetson_llm_max_fail_percentage": "10"}, "jetson_llm_max_fail_percentage='10' is not allowed"),
+        ({"jetson_llm_tune_on_canaries": "no"}, "jetson_llm_tune_on_canaries='no' is not allowed"),
+        ({"jetson_llm_canary_group": "canary; x"}, "jetson_llm_canary_group='canary; x' is not allowed"),
     ],
 )
 def test_bad_pacing_is_refused(tmp_path, pacing, expect):

@@ -150,3 +150,9 @@ def test_the_role_refuses_a_bad_value_before_it_renders(tmp_path):
     assert "vllm_server_hf_token=<secret of 30 characters, with a control character>" in proc.stdout, proc.stdout[-3000:]
     assert "LD_PRELOAD" not in proc.stdout
     assert "Gather Jetson facts" not in proc.stdout  # refused before anything else ran
+
+
+def test_playbook_settings():
+    assert _settings.check_playbook({}) == []
+    errors = _settings.check_playbook({"jetson_llm_target_group": "a-b", "jetson_llm_tune_on_canaries": "yes", "jetson_llm_serial": [0]})
+    assert len(errors) == 3, errors
