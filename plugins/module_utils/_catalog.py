@@ -46,16 +46,13 @@ __metaclass__ = type
 import copy
 import re
 
+from ansible_collections.jetson_llm.speculative.plugins.module_utils import _families
+
 KINDS = ("target", "eagle3_head", "draft")
 
-# Quantization -> device families it suits (None: every family that can run vLLM).
-# NVFP4 needs Blackwell FP4 tensor cores: Thor only (jetson.md 4.8: "Thor: NVFP4 first choice,
-# W4A16 fallback; Orin: W4A16").
-QUANTIZATIONS = {
-    "bf16": None,
-    "w4a16": None,
-    "nvfp4": ("thor", "igx_thor"),
-}
+# Weight formats a catalog entry may declare; which families each suits is in the family table
+# (module_utils/_families.py: NVFP4 needs Blackwell FP4 tensor cores, so Thor only).
+QUANTIZATIONS = ("bf16", "w4a16", "nvfp4")
 
 CHECKPOINT_FORMATS = ("eagle", "speculators")
 
@@ -358,9 +355,8 @@ def vocab_mismatch_message(target_vocab, draft_vocab):
 
 
 def quantization_suits(quantization, family):
-    """True when a checkpoint of ``quantization`` can run on device ``family``."""
-    families = QUANTIZATIONS.get(quantization)
-    return families is None or family in families
+    """True when a checkpoint of ``quantization`` can run on device ``family`` (the family table)."""
+    return _families.quantization_suits(quantization, family)
 
 
 def kv_bytes_per_token(entry):

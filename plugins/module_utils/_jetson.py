@@ -30,38 +30,22 @@ __metaclass__ = type
 
 import re
 
-FAMILIES = ("thor", "agx_orin", "orin_nx", "orin_nano", "igx_orin", "igx_thor", "xavier", "unknown", "none")
+from ansible_collections.jetson_llm.speculative.plugins.module_utils import _families
 
-VARIANTS = {
-    "thor": ("t5000", "t4000", "unknown"),
-    "agx_orin": ("64gb", "32gb", "industrial", "unknown"),
-    "orin_nx": ("16gb", "8gb", "unknown"),
-    "orin_nano": ("8gb", "4gb", "unknown"),
-    "igx_orin": ("devkit", "unknown"),
-    "igx_thor": ("devkit", "unknown"),
-    "xavier": ("agx", "nx", "unknown"),
-    "unknown": ("unknown",),
-    "none": ("unknown",),
-}
+FAMILIES = _families.FAMILIES
+
+VARIANTS = dict((name, _families.variants(name)) for name in FAMILIES)
 
 VARIANT_SOURCES = ("boot_control", "model", "memtotal", "compatible", "none")
 
 SOCS = ("tegra264", "tegra234", "tegra194", "unknown")
 
-ORIN_FAMILIES = ("agx_orin", "orin_nx", "orin_nano", "igx_orin")
-THOR_FAMILIES = ("thor", "igx_thor")
+ORIN_FAMILIES = _families.of_generation("orin")
+THOR_FAMILIES = _families.of_generation("thor")
 
-_SOC_OF_FAMILY = {
-    "thor": "tegra264",
-    "igx_thor": "tegra264",
-    "agx_orin": "tegra234",
-    "orin_nx": "tegra234",
-    "orin_nano": "tegra234",
-    "igx_orin": "tegra234",
-    "xavier": "tegra194",
-}
+_SOC_OF_FAMILY = dict((name, entry["soc"]) for name, entry in _families.TABLE.items() if entry["soc"])
 
-_CUDA_ARCH_OF_SOC = {"tegra264": "11.0", "tegra234": "8.7", "tegra194": "7.2"}
+_CUDA_ARCH_OF_SOC = dict((entry["soc"], entry["cuda_arch"]) for entry in _families.TABLE.values() if entry["soc"])
 
 # Module SKU suffix -> (family, variant). General knowledge of the L4T board configurations.
 _P3701_SKUS = {"0000": "32gb", "0004": "32gb", "0005": "64gb", "0008": "industrial"}
@@ -76,13 +60,8 @@ _XAVIER_AGX_BOARDS = ("2888", "2972", "2822")
 _XAVIER_NX_BOARDS = ("3668", "3509")
 _IGX_CARRIERS = ("3740",)
 
-# MemTotal thresholds in rounded GiB, as the reference classifier applies them (jetson.md 3.7).
-_MEM_THRESHOLDS = {
-    "agx_orin": ((56, "64gb"), (28, "32gb")),
-    "orin_nx": ((14, "16gb"), (7, "8gb")),
-    "orin_nano": ((7, "8gb"), (3, "4gb")),
-    "thor": ((96, "t5000"), (32, "t4000")),
-}
+# MemTotal thresholds in rounded GiB, as NVIDIA's classifier applies them (the family table).
+_MEM_THRESHOLDS = dict((name, entry["memtotal_gib"]) for name, entry in _families.TABLE.items() if entry["memtotal_gib"])
 
 _MAX_TEXT = 1 << 20  # longest input considered, in characters
 
@@ -379,28 +358,8 @@ def _has_jetson_signal(model, compatible, l4t_text, boot):
 
 
 def _speculation(family, l4t_major):
-    """(supported, reason) from the family policy and the L4T release."""
-    if family == "none":
-        return False, "no Jetson device detected"
-    if family == "unknown":
-        return False, "unrecognised Jetson board: speculative decoding is planned only for known families"
-    if family == "xavier":
-        return False, ("Jetson Xavier is limited to JetPack 5 (L4T R35), which vLLM 0.20+ and the Jetson vLLM images do not support")
-    if family in THOR_FAMILIES:
-        if l4t_major is not None and l4t_major < 38:
-            return False, "Thor needs L4T R38 or later (found R%d)" % l4t_major
-        return True, ""
-    # Orin families
-    if l4t_major is None:
-        return False, "L4T release unknown: the vLLM runtime for this Orin cannot be chosen"
-    if l4t_major < 36:
-        return False, "L4T R%d (JetPack 5) is not supported by vLLM 0.20+ or the Jetson Orin vLLM image" % l4t_major
-    if family in ("orin_nx", "orin_nano"):
-        return False, (
-            "speculative decoding is not suggested on Orin NX / Orin Nano: target plus draft rarely fit "
-            "and startup may run out of memory; an override is possible"
-        )
-    return True, ""
+    """(supported, reason) from the family table's policy and the L4T release."""
+    return _families.speculation(family, l4t_major)
 
 
 def classify(model, compatible, boot, total_gib, power_mode_name=None):
@@ -441,7 +400,7 @@ def classify(model, compatible, boot, total_gib, power_mode_name=None):
         variant, variant_source = None, "none"
 
     if family == "thor":
-        # Reference order (jetson.md 3.7): boot control, model, (GPU name), MemTotal.
+        # Order of evidence (as NVIDIA's classifier): boot control, model, (GPU name), MemTotal.
         variant, variant_source = None, "none"
         boot_variant = _thor_from_boot_control(boot)
         low = (model or "").lower()

@@ -18,6 +18,7 @@ import posixpath
 import re
 import unicodedata
 
+from ansible_collections.jetson_llm.speculative.plugins.module_utils import _families
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._catalog import (
     GB,
     MODEL_ID_EXPECTATION,
@@ -58,14 +59,11 @@ OVERHEAD_FIXED_GB = 0.5
 OVERHEAD_WEIGHT_FRACTION = 0.05
 MIB = 1024 * 1024
 
-# Starting k per family (jetson.md 6.3): Thor 5, AGX Orin 3. IGX follows the module it is built
-# on (jetson.md 2.1); a forced Orin NX / Nano gets the Orin value. The skill's draft-model JSON
-# shows k=4 while its AGX Orin rule and eval 002 expect 3 (jetson.md 6.3, 8 item 10): the
-# per-family value is used for both methods.
-FAMILY_K = {"thor": 5, "igx_thor": 5, "agx_orin": 3, "igx_orin": 3, "orin_nx": 3, "orin_nano": 3}
-FORCE_FAMILIES = ("orin_nx", "orin_nano")
-NEVER_FAMILIES = ("xavier", "unknown", "none")
-THOR_FAMILIES = ("thor", "igx_thor")
+# Family policy, starting k and minimum vLLM come from the family table (module_utils/_families.py).
+FAMILY_K = dict((name, entry["num_speculative_tokens"]) for name, entry in _families.TABLE.items() if entry["policy"] != "never")
+FORCE_FAMILIES = _families.with_policy("force")
+NEVER_FAMILIES = _families.with_policy("never")
+THOR_FAMILIES = _families.of_generation("thor")
 
 V_MIN_COVERED = (0, 10, 0)
 # 0.10.0-0.10.1.x classify an "EAGLE3-" repository name as EAGLE-1 when method is unset
@@ -81,10 +79,8 @@ V_DRAFT_MODEL = (0, 15, 0)
 V_EAGLE_CONTEXT = (0, 27, 0)
 # Integrated-GPU free-memory handling (MemAvailable instead of MemFree) from 0.11.2 (vllm.md 6.3).
 V_UMA_MEMORY = (0, 11, 2)
-# Thor needs vLLM 0.20+ (jetson.md 4.1).
-V_THOR = (0, 20, 0)
-# Orin runs vLLM from JetPack 6 (L4T R36) on; JetPack 5 is not covered (jetson.md 2.2, 4.1).
-L4T_ORIN_VLLM = 36
+V_THOR = _families.TABLE["thor"]["min_vllm"]
+L4T_ORIN_VLLM = _families.TABLE["agx_orin"]["min_l4t"]
 # Memory freed by stopping vLLM is stuck before L4T r39 / JetPack 7.2 (jetson.md 5.4).
 L4T_MEMORY_RELEASE = 39
 
