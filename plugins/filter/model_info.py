@@ -39,7 +39,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._catalog import (
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._catalog import (
     CatalogError,
     merged_catalog,
 )

@@ -46,7 +46,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._catalog import (
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._catalog import (
     CatalogError,
     drafts_for,
     eagle3_heads,

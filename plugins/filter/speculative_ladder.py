@@ -73,13 +73,14 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._catalog import (
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._catalog import (
     CatalogError,
     drafts_for,
     eagle3_heads,
     merged_catalog,
 )
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import SpecdecError, plan
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import SpecdecError
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.planner import plan
 
 _FQCN = "jetson_llm.speculative.speculative_ladder"
 UTIL_FLOOR = 0.05

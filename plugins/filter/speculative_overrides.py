@@ -52,11 +52,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (
-    OVERRIDE_KEYS,
-    SpecdecError,
-    validate_overrides,
-)
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import OVERRIDE_KEYS, SpecdecError, validate_overrides
 
 _FQCN = "jetson_llm.speculative.speculative_overrides"
 

@@ -201,11 +201,8 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (
-    DEFAULT_MIN_HEADROOM_GB,
-    SpecdecError,
-    plan,
-)
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import SpecdecError
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.planner import DEFAULT_MIN_HEADROOM_GB, plan
 
 _FQCN = "jetson_llm.speculative.speculative_plan"
 

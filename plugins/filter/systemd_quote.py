@@ -54,10 +54,8 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (
-    SpecdecError,
-    systemd_quote,
-)
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import SpecdecError
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering.systemd import systemd_quote
 
 _FQCN = "jetson_llm.speculative.systemd_quote"
 

@@ -63,10 +63,8 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (
-    SpecdecError,
-    serve_argv,
-)
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import SpecdecError
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering.argv import serve_argv
 
 _FQCN = "jetson_llm.speculative.vllm_serve_argv"
 

@@ -107,10 +107,8 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (
-    SpecdecError,
-    serve_config_yaml,
-)
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import SpecdecError
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering.config import serve_config_yaml
 
 _FQCN = "jetson_llm.speculative.vllm_serve_config"
 

@@ -18,13 +18,7 @@ import os
 import re
 
 import yaml
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._specdec import (
-    OVERRIDE_KEYS,
-    UTIL_MAX,
-    UTIL_MIN,
-    SpecdecError,
-    validate_overrides,
-)
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import OVERRIDE_KEYS, UTIL_MAX, UTIL_MIN, SpecdecError, validate_overrides
 
 ROLES = ("vllm_server", "speculative_decoding")
 _ROLES_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "roles"))
@@ -232,7 +226,7 @@ RULES = {
     "speculative_decoding_report_dir": absolute_path,
 }
 
-# The per-host overrides are checked by the planner's own rules (module_utils/_specdec.py).
+# The per-host overrides are checked by the planner's own rules (plugin_utils/_planning/checks.py).
 RULES.update(("speculative_decoding_" + key, _override(key)) for key in OVERRIDE_KEYS)
 
 # Settings whose content another validator owns (checked there, control characters here).

@@ -11,7 +11,8 @@ from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_ladde
 from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_overrides import speculative_overrides
 from ansible_collections.jetson_llm.speculative.plugins.filter.trial_blocks import trial_blocks
 from ansible_collections.jetson_llm.speculative.plugins.filter.vllm_serve_argv import vllm_serve_argv
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _jetson, _specdec
+from ansible_collections.jetson_llm.speculative.plugins.module_utils import _jetson
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning import planner
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 QWEN = "Qwen/Qwen3-8B"
@@ -42,7 +43,7 @@ def test_overrides_are_validated_and_unknown_names_refused():
 
 
 def test_ladder_lowers_utilization_then_smaller_speculators():
-    plan = _specdec.plan(facts(), LLAMA, SERVE, 1, overrides={"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct"})
+    plan = planner.plan(facts(), LLAMA, SERVE, 1, overrides={"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct"})
     assert plan["decision"] == "enabled"
     rungs = speculative_ladder(plan, facts=facts(), target_model=LLAMA, serve=SERVE, steps=2, step=0.05)
     assert [r["rung"] for r in rungs[:3]] == ["plan", "utilization", "utilization"]

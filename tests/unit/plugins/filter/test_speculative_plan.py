@@ -5,7 +5,7 @@ real `ansible localhost -m debug` run."""
 import pytest
 from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible_collections.jetson_llm.speculative.plugins.filter import speculative_plan as plugin
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _specdec as specdec
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning import planner
 
 FACTS = {
     "family": "thor",
@@ -32,7 +32,7 @@ def test_filter_is_registered_under_its_name():
 
 def test_direct_call_equals_the_planner():
     result = plugin.speculative_plan_filter(FACTS, target_model=LLAMA, serve=SERVE, concurrency=1, host="h")
-    assert result == specdec.plan(FACTS, LLAMA, SERVE, 1, host="h")
+    assert result == planner.plan(FACTS, LLAMA, SERVE, 1, host="h")
     assert result["decision"] == "enabled"
 
 
@@ -58,7 +58,7 @@ def test_jinja_call_through_templar(render):
     assert result["decision"] == "enabled"
     assert result["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
     assert result["num_speculative_tokens"] == 5
-    assert result == specdec.plan(FACTS, LLAMA, SERVE, 1, host="jetson-001")
+    assert result == planner.plan(FACTS, LLAMA, SERVE, 1, host="jetson-001")
 
 
 def test_jinja_overrides_and_catalog(render):

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible_collections.jetson_llm.speculative.plugins.filter import vllm_serve_config as plugin
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _specdec as specdec
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering import config as render_config
 
 SERVE = {
     "model": "meta-llama/Llama-3.1-8B-Instruct",
@@ -39,8 +39,8 @@ def test_filter_is_registered_under_its_name():
 
 
 def test_direct_call_equals_the_renderer():
-    assert plugin.vllm_serve_config_filter(SERVE, plan=PLAN) == specdec.serve_config_yaml(SERVE, PLAN)
-    assert plugin.vllm_serve_config_filter(SERVE) == specdec.serve_config_yaml(SERVE)
+    assert plugin.vllm_serve_config_filter(SERVE, plan=PLAN) == render_config.serve_config_yaml(SERVE, PLAN)
+    assert plugin.vllm_serve_config_filter(SERVE) == render_config.serve_config_yaml(SERVE)
 
 
 def test_non_mapping_input_names_the_filter():
@@ -59,7 +59,7 @@ def test_jinja_call_through_templar(render):
         "{{ serve | jetson_llm.speculative.vllm_serve_config(plan=plan, host=inventory_hostname) }}",
         {"serve": SERVE, "plan": PLAN, "inventory_hostname": "jetson-001"},
     )
-    assert text == specdec.serve_config_yaml(SERVE, PLAN)
+    assert text == render_config.serve_config_yaml(SERVE, PLAN)
     loaded = yaml.safe_load(text)
     assert json.loads(loaded["speculative-config"])["num_speculative_tokens"] == 5
     assert "not-a-real-key" not in text
@@ -99,7 +99,7 @@ def test_jinja_error_names_the_filter(render):
 def test_real_ansible_run(adhoc):
     result = adhoc("{{ serve | jetson_llm.speculative.vllm_serve_config(plan=plan) }}", {"serve": SERVE, "plan": PLAN})
     assert not result.get("failed"), result
-    assert result["msg"] == specdec.serve_config_yaml(SERVE, PLAN)
+    assert result["msg"] == render_config.serve_config_yaml(SERVE, PLAN)
 
 
 def test_real_ansible_run_failure_message(adhoc):

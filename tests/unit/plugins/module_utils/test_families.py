@@ -7,7 +7,9 @@ import sys
 
 import pytest
 import yaml
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _families, _jetson, _specdec
+from ansible_collections.jetson_llm.speculative.plugins.module_utils import _families, _jetson
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning import planner
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering import argv as render_argv
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 OWN = "ansible_collections.jetson_llm.speculative.plugins.module_utils"
@@ -52,8 +54,8 @@ def test_role_baseline_defaults_are_the_tables():
 def test_detection_and_planner_read_the_table():
     assert _jetson.FAMILIES == tuple(_families.TABLE)
     assert _jetson.THOR_FAMILIES == ("thor", "igx_thor")
-    assert set(_specdec.FAMILY_K) == set(_families.with_policy("plan", "force"))
-    assert _specdec.FORCE_FAMILIES == ("orin_nx", "orin_nano")
+    assert set(planner.FAMILY_K) == set(_families.with_policy("plan", "force"))
+    assert planner.FORCE_FAMILIES == ("orin_nx", "orin_nano")
     for name, entry in _families.TABLE.items():
         assert _jetson.VARIANTS[name] == (*tuple(entry["variants"]), "unknown")
         if entry["policy"] == "never":
@@ -71,8 +73,8 @@ def test_speculation_policy(family, l4t, supported):
 def test_runtime_choices_are_the_renderers():
     with open(os.path.join(ROOT, "roles", "vllm_server", "meta", "argument_specs.yml")) as handle:
         options = yaml.safe_load(handle)["argument_specs"]["main"]["options"]
-    assert tuple(options["vllm_server_runtime"]["choices"]) == _specdec.RUNTIMES
-    assert tuple(options["vllm_server_image_flavor"]["choices"]) == _specdec.IMAGE_FLAVORS
+    assert tuple(options["vllm_server_runtime"]["choices"]) == render_argv.RUNTIMES
+    assert tuple(options["vllm_server_image_flavor"]["choices"]) == render_argv.IMAGE_FLAVORS
 
 
 MODULE_UTILS = sorted(f for f in os.listdir(os.path.join(ROOT, "plugins", "module_utils")) if f.endswith(".py"))

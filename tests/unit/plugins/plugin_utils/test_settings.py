@@ -86,7 +86,7 @@ def test_value_rules(variable, good, bad):
 
 
 def test_overrides_use_the_planners_ranges():
-    """One definition of each override's range: the planner's (module_utils/_specdec.py)."""
+    """One definition of each override's range: the planner's (plugin_utils/_planning/checks.py)."""
     errors = _settings.check_role("speculative_decoding", {"speculative_decoding_num_speculative_tokens": 16}, host="h")
     assert errors == ["host h: speculative_decoding_num_speculative_tokens=16 is not allowed; expected an integer from 1 to 15"]
 

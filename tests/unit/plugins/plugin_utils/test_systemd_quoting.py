@@ -20,7 +20,9 @@ reference survives quoting.
 """
 
 import pytest
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _specdec as specdec
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning import checks
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering import argv as render_argv
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering import systemd as render_systemd
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -168,17 +170,17 @@ def test_reference_parser_knows_systemds_rules():
 
 def test_plain_argv():
     argv = ["/usr/bin/vllm", "serve", "--config", "/etc/vllm/serve.yaml"]
-    assert specdec.systemd_quote(argv) == '"/usr/bin/vllm" "serve" "--config" "/etc/vllm/serve.yaml"'
+    assert render_systemd.systemd_quote(argv) == '"/usr/bin/vllm" "serve" "--config" "/etc/vllm/serve.yaml"'
 
 
 def test_specials_are_escaped_and_doubled():
-    quoted = specdec.systemd_quote(["/bin/echo", 'say "hi"', "C:\\dir", "100%", "$HOME", "${X}", ";", "'"])
+    quoted = render_systemd.systemd_quote(["/bin/echo", 'say "hi"', "C:\\dir", "100%", "$HOME", "${X}", ";", "'"])
     assert quoted == '"/bin/echo" "say \\"hi\\"" "C:\\\\dir" "100%%" "$$HOME" "$${X}" ";" "\'"'
     assert parse_exec(quoted) == ["/bin/echo", 'say "hi"', "C:\\dir", "100%", "$HOME", "${X}", ";", "'"]
 
 
 def test_integers_become_words():
-    assert specdec.systemd_quote(["/bin/sleep", 5]) == '"/bin/sleep" "5"'
+    assert render_systemd.systemd_quote(["/bin/sleep", 5]) == '"/bin/sleep" "5"'
 
 
 def test_a_real_container_argv_round_trips():
@@ -188,8 +190,8 @@ def test_a_real_container_argv_round_trips():
         "family": "thor",
         "env_file": "/etc/vllm/vllm.env",
     }
-    argv = specdec.serve_argv(serve, "/etc/vllm/serve.yaml", "docker", image="vllm/vllm-openai:v0.20.2")
-    assert parse_exec(specdec.systemd_quote(argv)) == argv
+    argv = render_argv.serve_argv(serve, "/etc/vllm/serve.yaml", "docker", image="vllm/vllm-openai:v0.20.2")
+    assert parse_exec(render_systemd.systemd_quote(argv)) == argv
 
 
 @pytest.mark.parametrize(
@@ -214,8 +216,8 @@ def test_a_real_container_argv_round_trips():
     ],
 )
 def test_refused(argv, fragment):
-    with pytest.raises(specdec.SpecdecError) as excinfo:
-        specdec.systemd_quote(argv, host="jetson-012")
+    with pytest.raises(checks.SpecdecError) as excinfo:
+        render_systemd.systemd_quote(argv, host="jetson-012")
     assert str(excinfo.value).startswith("host jetson-012: " + fragment), str(excinfo.value)
 
 
@@ -229,13 +231,13 @@ FIRST = WORD.filter(lambda w: not w.startswith(("-", "@", ":", "+", "!")) and w 
 @given(FIRST, st.lists(WORD, max_size=8))
 def test_round_trip_through_the_reference_parser(first, rest):
     argv = [first, *rest]
-    quoted = specdec.systemd_quote(argv)
+    quoted = render_systemd.systemd_quote(argv)
     assert parse_exec(quoted) == argv
 
 
 @given(FIRST, st.lists(WORD, max_size=8))
 def test_no_word_can_become_a_specifier_or_a_variable(first, rest):
-    quoted = specdec.systemd_quote([first, *rest])
+    quoted = render_systemd.systemd_quote([first, *rest])
     assert "%" not in quoted.replace("%%", "")
     assert "$" not in quoted.replace("$$", "")
     # every word is one double-quoted token: the line never ends inside an escape or a quote
@@ -246,7 +248,7 @@ def test_no_word_can_become_a_specifier_or_a_variable(first, rest):
 @given(st.text(alphabet="%$\\\"' ;ab", min_size=1, max_size=20))
 def test_dense_special_characters_round_trip(word):
     argv = ["/bin/echo", word]
-    assert parse_exec(specdec.systemd_quote(argv)) == argv
+    assert parse_exec(render_systemd.systemd_quote(argv)) == argv
 
 
 @given(
@@ -258,10 +260,10 @@ def test_any_control_character_is_refused(words, index, control):
     index = min(index, len(words) - 1)
     argv = ["/bin/echo", *words]
     argv[index + 1] = argv[index + 1] + control
-    with pytest.raises(specdec.SpecdecError, match="without control characters"):
-        specdec.systemd_quote(argv)
+    with pytest.raises(checks.SpecdecError, match="without control characters"):
+        render_systemd.systemd_quote(argv)
 
 
 @given(FIRST, st.lists(WORD, max_size=4))
 def test_quoting_is_deterministic(first, rest):
-    assert specdec.systemd_quote([first, *rest]) == specdec.systemd_quote([first, *rest])
+    assert render_systemd.systemd_quote([first, *rest]) == render_systemd.systemd_quote([first, *rest])

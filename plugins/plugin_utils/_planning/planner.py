@@ -1,25 +1,18 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, jetson_llm.speculative contributors
 # SPDX-License-Identifier: Apache-2.0
-"""Speculation planner, override validation and vLLM serve-configuration renderer.
+"""The speculation planner: memory budget, candidate speculators, the plan and its ``--speculative-config``.
 
-Private module (stdlib only, Python >= 3.8). Everything here is deterministic: the same input
-gives the same output, byte for byte.
-
-Facts and rules come from the developer reference (``jetson.md`` sections 4-6 and ``vllm.md``
-sections 2, 3, 6, 7 and 10); the comments cite the section each rule mirrors.
+Private controller-side module. Deterministic: the same input gives the same output, byte for byte.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
-import math
-import posixpath
-import re
-import unicodedata
 
 from ansible_collections.jetson_llm.speculative.plugins.module_utils import _families
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._catalog import (
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._catalog import (
     GB,
     MODEL_ID_EXPECTATION,
     CatalogError,
@@ -31,20 +24,37 @@ from ansible_collections.jetson_llm.speculative.plugins.module_utils._catalog im
     valid_model_id,
     vocab_mismatch_message,
 )
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import (
+    METHODS,
+    SPEC_TOKENS_MAX,
+    SPEC_TOKENS_MIN,
+    UTIL_MIN,
+    SpecdecError,
+    _bad,
+    _check_mapping,
+    _is_int,
+    _is_number,
+    _serve_value,
+    validate_overrides,
+)
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.versions import (
+    L4T_MEMORY_RELEASE,
+    L4T_ORIN_VLLM,
+    SPEC_FIELDS_NEVER,
+    V_DRAFT_MODEL,
+    V_EAGLE3_ANY_FAMILY,
+    V_EAGLE3_AUTO,
+    V_EAGLE_CONTEXT,
+    V_MIN_COVERED,
+    V_SPECULATORS,
+    V_THOR,
+    V_UMA_MEMORY,
+    _at_least,
+    _fmt_version,
+    parse_version,
+    spec_fields,
+)
 
-
-class SpecdecError(ValueError):
-    """Invalid input to the planner or the renderer; the message names host, variable, value and
-    what is allowed."""
-
-
-# ---------------------------------------------------------------- constants
-
-METHODS = ("eagle3", "draft_model")
-SPEC_TOKENS_MIN = 1
-SPEC_TOKENS_MAX = 15
-UTIL_MIN = 0.05
-UTIL_MAX = 0.95
 # jetson.md 6.4: lower --gpu-memory-utilization by ~0.05 versus the non-speculative baseline and
 # keep at least ~2 GB free.
 UTIL_STEP = 0.05
@@ -65,258 +75,10 @@ FORCE_FAMILIES = _families.with_policy("force")
 NEVER_FAMILIES = _families.with_policy("never")
 THOR_FAMILIES = _families.of_generation("thor")
 
-V_MIN_COVERED = (0, 10, 0)
-# 0.10.0-0.10.1.x classify an "EAGLE3-" repository name as EAGLE-1 when method is unset
-# (vllm.md 2.7); the method is always written, but an automatic choice waits for 0.10.2.
-V_EAGLE3_AUTO = (0, 10, 2)
-# 0.10.0: "Eagle3 is only supported for Llama models." (vllm.md 2.6)
-V_EAGLE3_ANY_FAMILY = (0, 10, 1)
-V_SPECULATORS = (0, 10, 1)
-# draft_model is rejected by the V1 engine until 0.15.0 (vllm.md 2.8).
-V_DRAFT_MODEL = (0, 15, 0)
-# EAGLE drafts with a short max_position_embeddings are raised to the target's length from 0.27
-# (vllm.md 2.9).
-V_EAGLE_CONTEXT = (0, 27, 0)
-# Integrated-GPU free-memory handling (MemAvailable instead of MemFree) from 0.11.2 (vllm.md 6.3).
-V_UMA_MEMORY = (0, 11, 2)
-V_THOR = _families.TABLE["thor"]["min_vllm"]
-L4T_ORIN_VLLM = _families.TABLE["agx_orin"]["min_l4t"]
-# Memory freed by stopping vLLM is stuck before L4T r39 / JetPack 7.2 (jetson.md 5.4).
-L4T_MEMORY_RELEASE = 39
-
 GUIDANCE_NANO_NX = (
     'NVIDIA\'s Jetson speculative-decoding guidance does not suggest EAGLE-3 on Orin Nano / Orin NX ("target plus draft rarely fit and startup will OOM")'
 )
 GUIDANCE_CONCURRENCY = "NVIDIA's Jetson guidance does not use speculation at high concurrency (>= 8), where batched decode wins and the draft only takes memory"
-
-# ---------------------------------------------------------------- speculative-config fields
-# vllm.md 2.3: fields present in every release 0.10.0-0.33.0.
-SPEC_FIELDS_ALWAYS = (
-    "num_speculative_tokens",
-    "model",
-    "method",
-    "draft_tensor_parallel_size",
-    "quantization",
-    "max_model_len",
-    "revision",
-    "code_revision",
-    "prompt_lookup_max",
-    "prompt_lookup_min",
-)
-# Fields with a bounded life: (first release with the field, first release without it or None).
-# Where the reference names only the last release containing a field, the next release number is
-# taken as the first without it, so a patch release of unknown content never counts as having it.
-SPEC_FIELDS_BOUNDED = {
-    "disable_logprobs": ((0, 10, 0), (0, 11, 1)),
-    "disable_by_batch_size": ((0, 10, 0), (0, 16, 1)),
-    "speculative_token_tree": ((0, 10, 0), (0, 20, 1)),
-    "enable_chunked_prefill": ((0, 10, 0), (0, 11, 1)),
-    "disable_log_stats": ((0, 10, 0), (0, 11, 1)),
-    "enforce_eager": ((0, 11, 0), None),
-    "disable_padded_drafter_batch": ((0, 11, 0), None),
-    "suffix_decoding_max_tree_depth": ((0, 11, 2), None),
-    "suffix_decoding_max_cached_requests": ((0, 11, 2), None),
-    "suffix_decoding_max_spec_factor": ((0, 11, 2), None),
-    "suffix_decoding_min_token_prob": ((0, 11, 2), None),
-    "tensor_parallel_size": ((0, 15, 0), None),
-    "parallel_drafting": ((0, 16, 0), None),
-    "use_local_argmax_reduction": ((0, 17, 0), None),
-    "draft_load_config": ((0, 17, 0), None),
-    "rejection_sample_method": ((0, 18, 0), None),
-    "moe_backend": ((0, 19, 0), None),
-    "synthetic_acceptance_rate": ((0, 19, 0), (0, 20, 0)),
-    "synthetic_acceptance_rates": ((0, 20, 0), None),
-    "synthetic_acceptance_length": ((0, 20, 0), None),
-    "attention_backend": ((0, 22, 0), None),
-    "draft_sample_method": ((0, 22, 0), None),
-    "num_speculative_tokens_per_batch_size": ((0, 24, 0), None),
-    "use_heterogeneous_vocab": ((0, 25, 0), None),
-    "kv_cache_dtype": ((0, 26, 0), None),
-    "enable_adaptive_verification": ((0, 28, 0), None),
-    "dspark_draft_topk": ((0, 28, 0), None),
-    "index_share_for_mtp_iteration": ((0, 29, 0), None),
-    "disable_eagle_block_drop": ((0, 30, 0), None),
-    "disable_lookahead_block_hashes": ((0, 33, 0), None),
-    "draft_lm_head_quantization": ((0, 33, 0), None),
-    "xpress_topc": ((0, 33, 0), None),
-    "fly_window_size": ((0, 33, 0), None),
-    "fly_entropy_threshold": ((0, 33, 0), None),
-    "fly_entropy_top_k": ((0, 33, 0), None),
-}
-# vllm.md 10 rule 4: never emitted, whatever the version (no-op then fatal; error-only field).
-SPEC_FIELDS_NEVER = ("disable_by_batch_size", "tensor_parallel_size")
-
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?")
-
-
-def parse_version(value):
-    """``"0.10.1.1"`` -> ``(0, 10, 1, 1)``; ``"0.20.2+cu130"`` -> ``(0, 20, 2)``; pre-release
-    suffixes are ignored (``"0.11.0rc1"`` -> ``(0, 11, 0)``). ``None`` when not a version."""
-    if not isinstance(value, str):
-        return None
-    match = _VERSION_RE.match(value.strip())
-    if match is None:
-        return None
-    parts = [int(p) for p in match.groups() if p is not None]
-    while len(parts) < 3:
-        parts.append(0)
-    return tuple(parts)
-
-
-def _at_least(version, bound):
-    return tuple(version[: len(bound)]) >= bound
-
-
-def spec_fields(version):
-    """The ``--speculative-config`` keys vLLM ``version`` (a tuple) knows, per vllm.md 2.3."""
-    fields = set(SPEC_FIELDS_ALWAYS)
-    for key, (first, removed) in SPEC_FIELDS_BOUNDED.items():
-        if _at_least(version, first) and (removed is None or not _at_least(version, removed)):
-            fields.add(key)
-    return frozenset(fields)
-
-
-def _fmt_version(version):
-    return ".".join(str(p) for p in version)
-
-
-# ---------------------------------------------------------------- value checks
-
-
-def _where(host):
-    return "host {}: ".format(host) if host else ""
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value):
-    return (_is_int(value) or isinstance(value, float)) and not (isinstance(value, float) and (math.isnan(value) or math.isinf(value)))
-
-
-def _bad(host, name, value, expected, why=""):
-    message = "{}{}={!r} is not allowed; expected {}".format(_where(host), name, value, expected)
-    if why:
-        message += " ({})".format(why)
-    return SpecdecError(message)
-
-
-def _check_bool(value):
-    return isinstance(value, bool)
-
-
-def _check_int_range(low, high):
-    def check(value):
-        return _is_int(value) and low <= value and (high is None or value <= high)
-
-    return check
-
-
-def _check_float_range(low, high):
-    def check(value):
-        return _is_number(value) and low <= value <= high
-
-    return check
-
-
-_OVERRIDES = (
-    ("enabled", _check_bool, "a boolean (true or false, not a string)"),
-    ("force", _check_bool, "a boolean (true or false, not a string)"),
-    ("method", lambda v: isinstance(v, str) and v in METHODS, "one of " + ", ".join(METHODS)),
-    ("model", valid_model_id, MODEL_ID_EXPECTATION),
-    (
-        "num_speculative_tokens",
-        _check_int_range(SPEC_TOKENS_MIN, SPEC_TOKENS_MAX),
-        "an integer from {} to {}".format(SPEC_TOKENS_MIN, SPEC_TOKENS_MAX),
-    ),
-    (
-        "draft_tensor_parallel_size",
-        _check_int_range(1, 64),
-        "an integer, 1 or the target tensor_parallel_size",
-    ),
-    (
-        "gpu_memory_utilization",
-        _check_float_range(UTIL_MIN, UTIL_MAX),
-        "a number from {} to {}".format(UTIL_MIN, UTIL_MAX),
-    ),
-    ("min_gain", _check_float_range(0.0, 1.0), "a number from 0 to 1 (a fraction, 0.1 = 10 %)"),
-    ("max_concurrency", _check_int_range(1, None), "an integer >= 1"),
-)
-OVERRIDE_KEYS = tuple(key for key, _check, _expected in _OVERRIDES)
-_FLOAT_OVERRIDES = ("gpu_memory_utilization", "min_gain")
-
-
-def validate_overrides(overrides, host="", var_prefix="speculative_decoding_"):
-    """Validate per-host overrides and return them normalised (``None`` values dropped).
-
-    ``overrides`` maps setting names without the prefix (``num_speculative_tokens``) to values.
-    A ``None`` value means "not set" (so role defaults can list every key as null). Booleans must
-    be real booleans, integers must not be booleans, strings are never coerced.
-    """
-    if overrides is None:
-        return {}
-    if not isinstance(overrides, dict):
-        raise _bad(host, var_prefix + "*", overrides, "a mapping of setting name to value")
-    checks = dict((key, (check, expected)) for key, check, expected in _OVERRIDES)
-    known = ", ".join(var_prefix + key for key in OVERRIDE_KEYS)
-    result = {}
-    for key in sorted(overrides, key=str):
-        value = overrides[key]
-        if key not in checks:
-            raise _bad(host, "{}{}".format(var_prefix, key), value, "one of the known settings: " + known)
-        if value is None:
-            continue
-        check, expected = checks[key]
-        if not check(value):
-            why = ""
-            if isinstance(value, str) and key not in ("method", "model"):
-                why = "a string is never converted; pass typed values, e.g. -e as JSON"
-            raise _bad(host, var_prefix + key, value, expected, why)
-        result[key] = float(value) if key in _FLOAT_OVERRIDES else value
-    return dict((key, result[key]) for key in OVERRIDE_KEYS if key in result)
-
-
-_SERVE_FIELDS = {
-    "gpu_memory_utilization": (_check_float_range(0.01, 1.0), "a number from 0.01 to 1.0"),
-    "max_model_len": (_check_int_range(1, 100000000), "an integer from 1 to 100000000"),
-    "max_num_seqs": (_check_int_range(1, 1000000), "an integer from 1 to 1000000"),
-    "tensor_parallel_size": (_check_int_range(1, 64), "an integer from 1 to 64"),
-    "vllm_version": (
-        lambda v: isinstance(v, str) and len(v) <= 64,
-        "a vLLM version string such as '0.20.2' (or 'unknown')",
-    ),
-    "running": (_check_bool, "a boolean: whether the baseline server runs now"),
-    "model": (valid_model_id, MODEL_ID_EXPECTATION),
-    "host": (
-        lambda v: isinstance(v, str) and re.fullmatch(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$", v) is not None,
-        "an IP address or host name of [A-Za-z0-9.:-]",
-    ),
-    "port": (_check_int_range(1, 65535), "an integer from 1 to 65535"),
-    "served_model_name": (
-        lambda v: isinstance(v, str) and re.fullmatch(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$", v) is not None,
-        "a name of [A-Za-z0-9._/:-] starting with a letter or digit (at most 128 characters)",
-    ),
-}
-
-
-def _serve_value(serve, key, host, required=False, default=None):
-    if key not in serve or serve[key] is None:
-        if required:
-            raise SpecdecError("{}serve.{} is missing; expected {}".format(_where(host), key, _SERVE_FIELDS[key][1]))
-        return default
-    value = serve[key]
-    check, expected = _SERVE_FIELDS[key]
-    if not check(value):
-        raise _bad(host, "serve." + key, value, expected)
-    return value
-
-
-def _check_mapping(value, name, host, expected):
-    if not isinstance(value, dict):
-        raise _bad(host, name, value, expected)
-    return value
-
 
 # ---------------------------------------------------------------- planner
 
@@ -822,247 +584,3 @@ def speculative_config(plan_result, vllm_version, host=""):
     )
     fields = spec_fields(version)
     return dict((key, value) for key, value in wanted if key in fields and key not in SPEC_FIELDS_NEVER and "-" not in key)
-
-
-# ---------------------------------------------------------------- renderer
-
-CONFIG_HEADER = "# vllm serve --config file rendered by jetson_llm.speculative; local changes are overwritten.\n"
-SERVE_CONFIG_KEYS = (
-    ("model", "model"),
-    ("host", "host"),
-    ("port", "port"),
-    ("served_model_name", "served-model-name"),
-    ("gpu_memory_utilization", "gpu-memory-utilization"),
-    ("max_model_len", "max-model-len"),
-    ("max_num_seqs", "max-num-seqs"),
-    ("tensor_parallel_size", "tensor-parallel-size"),
-)
-
-
-def spec_config_json(config):
-    """Deterministic JSON text: sorted keys, no spaces."""
-    return json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-def serve_config(serve, plan=None, host=""):
-    """Mapping for vLLM's ``--config`` YAML file (long option names as keys, insertion-ordered).
-
-    Secrets never appear: vLLM reads ``VLLM_API_KEY`` and ``HF_TOKEN`` from its environment.
-    With an enabled ``plan`` the plan's utilization and ``speculative-config`` (a JSON string,
-    which every vLLM release parses, vllm.md 3) are written; otherwise the baseline settings.
-    """
-    _check_mapping(serve, "serve", host, "a mapping of serve settings")
-    out = {}
-    for key, option in SERVE_CONFIG_KEYS:
-        value = _serve_value(serve, key, host, required=key in ("model", "gpu_memory_utilization"))
-        if value is None:
-            continue
-        out[option] = float(value) if key == "gpu_memory_utilization" else value
-    if plan is None:
-        return out
-    _check_mapping(plan, "plan", host, "a plan mapping from speculative_plan")
-    decision = plan.get("decision")
-    if decision not in ("enabled", "skipped"):
-        raise _bad(host, "plan.decision", decision, "enabled or skipped")
-    if decision == "skipped":
-        return out
-    util = plan.get("gpu_memory_utilization")
-    if not (_is_number(util) and UTIL_MIN <= util <= 1.0):
-        raise _bad(host, "plan.gpu_memory_utilization", util, "a number from {} to 1.0".format(UTIL_MIN))
-    out["gpu-memory-utilization"] = float(util)
-    version = _serve_value(serve, "vllm_version", host, required=True)
-    out["speculative-config"] = spec_config_json(speculative_config(plan, version, host=host))
-    return out
-
-
-_YAML_FLOAT_RE = re.compile(r"^-?[0-9]+\.[0-9]+$")
-
-
-def _yaml_scalar(value):
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if _is_int(value):
-        return str(value)
-    if isinstance(value, float):
-        if not _is_number(value):
-            raise SpecdecError("{!r} cannot be written to the vLLM configuration".format(value))
-        text = repr(value)
-        return text if _YAML_FLOAT_RE.fullmatch(text) else "{:.6f}".format(value)
-    if isinstance(value, str):
-        # Every value reaching the file is validated printable ASCII; a JSON string of printable
-        # ASCII only escapes '"' and '\\', and is then a valid YAML double-quoted scalar.
-        if not all(" " <= ch <= "~" for ch in value):
-            raise SpecdecError("{!r} cannot be written to the vLLM configuration (printable ASCII only)".format(value))
-        return json.dumps(value, ensure_ascii=True)
-    raise SpecdecError("{!r} cannot be written to the vLLM configuration".format(value))
-
-
-def serve_config_yaml(serve, plan=None, host=""):
-    """``serve_config`` as deterministic YAML text (no PyYAML needed; every string quoted)."""
-    lines = [CONFIG_HEADER.rstrip("\n")]
-    for key, value in serve_config(serve, plan, host=host).items():
-        lines.append("{}: {}".format(key, _yaml_scalar(value)))
-    return "\n".join(lines) + "\n"
-
-
-RUNTIMES = ("native", "docker", "podman")
-IMAGE_FLAVORS = ("upstream", "jetson")
-HF_CACHE_IN_CONTAINER = "/root/.cache/huggingface"
-_SAFE_PATH_RE = re.compile(r"^/[A-Za-z0-9._/-]{1,1023}$")
-_BIN_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}$")
-_CONTAINER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-_IMAGE_RE = re.compile(
-    r"^[a-z0-9][a-z0-9._-]{0,127}(?::[0-9]{1,5})?(?:/[a-z0-9][a-z0-9._-]{0,127}){0,8}"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
-)
-_OCI_RUNTIME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-def _safe_path(value):
-    return isinstance(value, str) and _SAFE_PATH_RE.fullmatch(value) is not None and ".." not in value
-
-
-def _argv_value(serve, key, check, *, expected, host, default):
-    value = serve.get(key)
-    if value is None:
-        return default
-    if not check(value):
-        raise _bad(host, "serve." + key, value, expected)
-    return value
-
-
-def serve_argv(serve, config_path, runtime, image=None, image_flavor="upstream", *, plan=None, host=""):
-    """argv of the vLLM service (for ``ExecStart=`` through ``systemd_quote``).
-
-    ``runtime`` ``native``: ``[vllm_bin, "serve", "--config", config_path]``. ``docker`` or
-    ``podman``: the container engine's ``run`` line; the config directory is mounted read-only at
-    the same path, the Hugging Face cache at ``/root/.cache/huggingface``, local model paths
-    read-only at their own paths, and secrets come from ``serve.env_file`` (never from argv).
-    ``image_flavor`` ``upstream`` (``vllm/vllm-openai``, ``ENTRYPOINT ["vllm","serve"]``) gets
-    only the arguments after ``vllm serve``; ``jetson`` (entrypoint not known) gets
-    ``--entrypoint vllm`` and ``serve ...`` (jetson.md 4.3).
-
-    Optional ``serve`` keys: ``vllm_bin`` (default ``vllm``), ``engine_bin`` (default the runtime
-    name), ``container_name`` (``vllm``), ``oci_runtime`` (``nvidia``; empty string to omit
-    ``--runtime``), ``hf_cache_dir`` (``/root/.cache/huggingface``), ``env_file``, ``family`` (adds
-    ``--ipc host`` on Thor, as the published Thor command does), ``model``.
-    """
-    _check_mapping(serve, "serve", host, "a mapping of serve settings")
-    if not (_safe_path(config_path) and config_path.endswith((".yaml", ".yml"))):
-        raise _bad(
-            host,
-            "config_path",
-            config_path,
-            "an absolute path of [A-Za-z0-9._/-] ending in .yaml or .yml (vLLM requires the suffix)",
-        )
-    if runtime not in RUNTIMES:
-        raise _bad(host, "runtime", runtime, "one of " + ", ".join(RUNTIMES))
-
-    def bin_ok(value):
-        return _safe_path(value) or (isinstance(value, str) and _BIN_NAME_RE.fullmatch(value) is not None)
-
-    bin_expected = "an absolute path of [A-Za-z0-9._/-] or a command name"
-    if runtime == "native":
-        vllm_bin = _argv_value(serve, "vllm_bin", bin_ok, expected=bin_expected, host=host, default="vllm")
-        return [vllm_bin, "serve", "--config", config_path]
-
-    if image_flavor not in IMAGE_FLAVORS:
-        raise _bad(host, "image_flavor", image_flavor, "one of " + ", ".join(IMAGE_FLAVORS))
-    if not (isinstance(image, str) and _IMAGE_RE.fullmatch(image) is not None and ".." not in image):
-        raise _bad(host, "image", image, "a container image reference such as vllm/vllm-openai:v0.20.2[@sha256:...]")
-    engine = _argv_value(serve, "engine_bin", bin_ok, expected=bin_expected, host=host, default=runtime)
-    name = _argv_value(
-        serve,
-        "container_name",
-        lambda v: isinstance(v, str) and _CONTAINER_NAME_RE.fullmatch(v) is not None,
-        expected="a container name of [A-Za-z0-9_.-]",
-        host=host,
-        default="vllm",
-    )
-    oci = serve.get("oci_runtime", "nvidia")
-    if oci is None:
-        oci = ""
-    if not (isinstance(oci, str) and (oci == "" or _OCI_RUNTIME_RE.fullmatch(oci))):
-        raise _bad(host, "serve.oci_runtime", oci, "an OCI runtime name such as nvidia, or '' to omit --runtime")
-    hf_cache = _argv_value(
-        serve,
-        "hf_cache_dir",
-        _safe_path,
-        expected="an absolute path of [A-Za-z0-9._/-]",
-        host=host,
-        default=HF_CACHE_IN_CONTAINER,
-    )
-    env_file = _argv_value(serve, "env_file", _safe_path, expected="an absolute path of [A-Za-z0-9._/-]", host=host, default=None)
-    family = serve.get("family")
-
-    argv = [engine, "run", "--rm", "--name", name]
-    if oci:
-        argv += ["--runtime", oci]
-    argv += ["--network", "host"]
-    if family in THOR_FAMILIES:
-        argv += ["--ipc", "host"]
-    config_dir = posixpath.dirname(config_path)
-    argv += ["-v", "{0}:{0}:ro".format(config_dir)]
-    argv += ["-v", "{}:{}".format(hf_cache, HF_CACHE_IN_CONTAINER)]
-    local = []
-    model = _serve_value(serve, "model", host)
-    if isinstance(model, str) and model.startswith("/"):
-        local.append(model)
-    if isinstance(plan, dict) and plan.get("decision") == "enabled":
-        spec_model = plan.get("model")
-        if not valid_model_id(spec_model):
-            raise _bad(host, "plan.model", spec_model, MODEL_ID_EXPECTATION)
-        if spec_model.startswith("/"):
-            local.append(spec_model)
-    for path in sorted(set(local)):
-        argv += ["-v", "{0}:{0}:ro".format(path)]
-    if env_file:
-        argv += ["--env-file", env_file]
-    if image_flavor == "jetson":
-        argv += ["--entrypoint", "vllm", image, "serve"]
-    else:
-        argv += [image]
-    argv += ["--config", config_path]
-    return argv
-
-
-# ---------------------------------------------------------------- systemd quoting
-
-# Prefixes systemd interprets on the first word of ExecStart= even after unquoting
-# (systemd.service "Command lines": "-", "@", ":", "+", "!").
-_EXEC_PREFIXES = ("-", "@", ":", "+", "!")
-
-
-def _bad_char(ch):
-    # C0/C1 controls and DEL (Cc), lone surrogates (Cs): systemd cannot carry them on a unit line.
-    return unicodedata.category(ch) in ("Cc", "Cs")
-
-
-def systemd_quote_word(word, index=1, host=""):
-    """One argv word as a double-quoted systemd word (``\\`` and ``"`` escaped, ``%`` and ``$``
-    doubled so no specifier or variable expansion can happen)."""
-    if _is_int(word):
-        word = str(word)
-    if not isinstance(word, str):
-        raise _bad(host, "argv[{}]".format(index), word, "a string")
-    if word == "":
-        raise _bad(host, "argv[{}]".format(index), word, "a non-empty string")
-    for ch in word:
-        if _bad_char(ch):
-            raise _bad(host, "argv[{}]".format(index), word, "a string without control characters")
-    if index == 0 and (word.startswith(_EXEC_PREFIXES) or word == ";"):
-        raise _bad(
-            host,
-            "argv[0]",
-            word,
-            "an executable path or name not starting with one of - @ : + ! (systemd reads them as prefixes)",
-        )
-    escaped = word.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
-    return '"' + escaped + '"'
-
-
-def systemd_quote(argv, host=""):
-    """An ``ExecStart=`` value that systemd splits back into exactly ``argv``."""
-    if not isinstance(argv, (list, tuple)) or not argv:
-        raise _bad(host, "argv", argv, "a non-empty list of strings")
-    return " ".join(systemd_quote_word(word, index, host) for index, word in enumerate(argv))

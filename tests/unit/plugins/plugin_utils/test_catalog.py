@@ -1,12 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Unit tests for the model catalog in plugins/module_utils/_catalog.py."""
+"""Unit tests for the model catalog in plugins/plugin_utils/_catalog.py."""
 
-import ast
 import copy
 import os
 
 import pytest
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _catalog as catalog
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _catalog as catalog
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -387,14 +386,3 @@ def test_invalid_extra_entries(model_id, entry, fragment):
 def test_extra_catalog_must_be_a_mapping():
     with pytest.raises(catalog.CatalogError, match=r"host h: catalog=\['a/b'\] is not allowed; expected a mapping"):
         catalog.merged_catalog(["a/b"], host="h")
-
-
-def test_module_is_python38_syntax_and_stdlib_only():
-    path = os.path.join(ROOT, "plugins", "module_utils", "_catalog.py")
-    with open(path) as handle:
-        tree = ast.parse(handle.read(), feature_version=(3, 8))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            assert all(alias.name in ("copy", "re") for alias in node.names)
-        if isinstance(node, ast.ImportFrom):
-            assert node.module in ("__future__", "ansible_collections.jetson_llm.speculative.plugins.module_utils")

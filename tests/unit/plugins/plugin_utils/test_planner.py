@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The speculation planner in plugins/module_utils/_specdec.py, branch by branch."""
+"""The speculation planner in plugins/plugin_utils/_planning/planner.py, branch by branch."""
 
 import copy
 import json
@@ -7,9 +7,9 @@ import os
 
 import pytest
 import yaml
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _catalog as catalog
 from ansible_collections.jetson_llm.speculative.plugins.module_utils import _jetson as jetson
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _specdec as specdec
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _catalog as catalog
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning import checks, planner, versions
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 
@@ -75,7 +75,7 @@ def serve(**kw):
 
 def run(fact_kw=None, target=LLAMA, serve_kw=None, concurrency=1, **kw):
     kw.setdefault("host", "jetson-001")
-    return specdec.plan(facts(**(fact_kw or AGX64)), target, serve(**(serve_kw or {})), concurrency, **kw)
+    return planner.plan(facts(**(fact_kw or AGX64)), target, serve(**(serve_kw or {})), concurrency, **kw)
 
 
 def skipped(result, *fragments):
@@ -264,7 +264,7 @@ def test_k_override_wins():
 @pytest.mark.parametrize("family", ["xavier", "unknown", "none"])
 def test_never_families_skip_with_the_facts_reason(family):
     result = skipped(
-        specdec.plan(
+        planner.plan(
             facts(family, 30, 28, supported=False, reason="reason from facts: " + family),
             LLAMA,
             serve(),
@@ -278,19 +278,19 @@ def test_never_families_skip_with_the_facts_reason(family):
 
 def test_unlisted_family_without_reason():
     skipped(
-        specdec.plan(facts("jetson_tx2", 8, 7, supported=False, reason=""), LLAMA, serve(), 1),
+        planner.plan(facts("jetson_tx2", 8, 7, supported=False, reason=""), LLAMA, serve(), 1),
         "speculation is not planned on device family jetson_tx2",
     )
-    skipped(specdec.plan({"memory": {}}, LLAMA, serve(), 1), "not planned on device family unknown")
+    skipped(planner.plan({"memory": {}}, LLAMA, serve(), 1), "not planned on device family unknown")
 
 
 def test_facts_saying_unsupported_skip_a_supported_family():
     skipped(
-        specdec.plan(facts("agx_orin", 61, 50, 35, supported=False, reason="L4T R35 (JetPack 5)"), LLAMA, serve(), 1),
+        planner.plan(facts("agx_orin", 61, 50, 35, supported=False, reason="L4T R35 (JetPack 5)"), LLAMA, serve(), 1),
         "L4T R35 (JetPack 5)",
     )
     skipped(
-        specdec.plan(facts("agx_orin", 61, 50, supported=False, reason=""), LLAMA, serve(), 1),
+        planner.plan(facts("agx_orin", 61, 50, supported=False, reason=""), LLAMA, serve(), 1),
         "speculation is not supported on this device (jetson facts)",
     )
 
@@ -307,7 +307,7 @@ def test_orin_nx_forced_small_model_is_planned_with_k3_and_warnings():
 
 
 def test_force_cannot_override_an_unsupported_l4t():
-    result = specdec.plan(
+    result = planner.plan(
         facts("orin_nano", 7.4, 6.5, l4t_major=35, supported=False, reason="L4T R35 (JetPack 5) is not supported"),
         QWEN17,
         serve(),
@@ -320,8 +320,8 @@ def test_force_cannot_override_an_unsupported_l4t():
 def test_forced_family_with_missing_memory_facts():
     data = facts(**NX16)
     data["memory"] = {"total_mb": None, "available_mb": None}
-    skipped(specdec.plan(data, QWEN17, serve(), 1), "speculation is not suggested on orin_nx")
-    skipped(specdec.plan(data, QWEN17, serve(), 1, overrides={"force": True}), "memory facts")
+    skipped(planner.plan(data, QWEN17, serve(), 1), "speculation is not suggested on orin_nx")
+    skipped(planner.plan(data, QWEN17, serve(), 1, overrides={"force": True}), "memory facts")
 
 
 def test_forced_family_without_a_speculator_keeps_the_guidance_prefix():
@@ -331,7 +331,7 @@ def test_forced_family_without_a_speculator_keeps_the_guidance_prefix():
 def test_missing_memory_facts_skip():
     data = facts(**AGX64)
     del data["memory"]
-    result = skipped(specdec.plan(data, LLAMA, serve(), 1), "memory facts (memory.total_mb, memory.available_mb) are missing")
+    result = skipped(planner.plan(data, LLAMA, serve(), 1), "memory facts (memory.total_mb, memory.available_mb) are missing")
     assert result["budget"]["total_gb"] is None
 
 
@@ -452,7 +452,7 @@ def test_method_override_without_a_matching_speculator():
 
 
 def test_override_naming_the_refused_draft_is_an_error_with_vllms_message():
-    with pytest.raises(specdec.SpecdecError) as excinfo:
+    with pytest.raises(checks.SpecdecError) as excinfo:
         run(THOR, target=QWEN25, overrides={"model": "Qwen/Qwen2.5-0.5B-Instruct"}, host="jetson-004")
     message = str(excinfo.value)
     assert message.startswith(
@@ -561,7 +561,7 @@ def test_eagle_draft_tp_is_one_by_default_and_may_equal_the_target_tp():
 
 
 def test_draft_tp_other_than_one_or_the_target_tp_is_an_error():
-    with pytest.raises(specdec.SpecdecError) as excinfo:
+    with pytest.raises(checks.SpecdecError) as excinfo:
         run(THOR, serve_kw={"tensor_parallel_size": 2}, overrides={"draft_tensor_parallel_size": 3}, host="h9")
     assert str(excinfo.value).startswith(
         "host h9: speculative_decoding_draft_tensor_parallel_size=3 is not allowed; expected 1 or the target tensor_parallel_size (2)"
@@ -601,7 +601,7 @@ def test_model_override_picks_the_alternative_head():
     ],
 )
 def test_model_override_errors(ov, fragment):
-    with pytest.raises(specdec.SpecdecError) as excinfo:
+    with pytest.raises(checks.SpecdecError) as excinfo:
         run(THOR, overrides=ov, host="jetson-005")
     message = str(excinfo.value)
     assert message.startswith("host jetson-005: speculative_decoding_model={!r} is not allowed; ".format(ov["model"]))
@@ -690,7 +690,7 @@ def test_stuck_memory_warning_before_r39_when_restarting():
     ],
 )
 def test_parse_version(text, parsed):
-    assert specdec.parse_version(text) == parsed
+    assert versions.parse_version(text) == parsed
 
 
 # ---------------------------------------------------------------- input errors
@@ -700,75 +700,75 @@ def test_parse_version(text, parsed):
     ("call", "fragment"),
     [
         (
-            lambda: specdec.plan("thor", LLAMA, serve(), 1, host="h"),
+            lambda: planner.plan("thor", LLAMA, serve(), 1, host="h"),
             "host h: facts='thor' is not allowed; expected a mapping",
         ),
-        (lambda: specdec.plan(facts(), LLAMA, "x", 1, host="h"), "host h: serve='x' is not allowed"),
+        (lambda: planner.plan(facts(), LLAMA, "x", 1, host="h"), "host h: serve='x' is not allowed"),
         (
-            lambda: specdec.plan(facts(), "llama 8b", serve(), 1, host="h"),
+            lambda: planner.plan(facts(), "llama 8b", serve(), 1, host="h"),
             "host h: target_model='llama 8b' is not allowed",
         ),
         (
-            lambda: specdec.plan(facts(), LLAMA, serve(), 0, host="h"),
+            lambda: planner.plan(facts(), LLAMA, serve(), 0, host="h"),
             "host h: concurrency=0 is not allowed; expected an integer >= 1",
         ),
-        (lambda: specdec.plan(facts(), LLAMA, serve(), True, host="h"), "host h: concurrency=True is not allowed"),
-        (lambda: specdec.plan(facts(), LLAMA, serve(), "1", host="h"), "host h: concurrency='1' is not allowed"),
+        (lambda: planner.plan(facts(), LLAMA, serve(), True, host="h"), "host h: concurrency=True is not allowed"),
+        (lambda: planner.plan(facts(), LLAMA, serve(), "1", host="h"), "host h: concurrency='1' is not allowed"),
         (
-            lambda: specdec.plan(facts(), LLAMA, serve(), 1, host="h", min_headroom_gb=-1),
+            lambda: planner.plan(facts(), LLAMA, serve(), 1, host="h", min_headroom_gb=-1),
             "host h: min_headroom_gb=-1 is not allowed",
         ),
         (
-            lambda: specdec.plan(facts(), LLAMA, {"max_model_len": 4096}, 1, host="h"),
+            lambda: planner.plan(facts(), LLAMA, {"max_model_len": 4096}, 1, host="h"),
             "host h: serve.gpu_memory_utilization is missing",
         ),
         (
-            lambda: specdec.plan(facts(), LLAMA, serve(max_model_len=None), 1, host="h"),
+            lambda: planner.plan(facts(), LLAMA, serve(max_model_len=None), 1, host="h"),
             "host h: serve.max_model_len is missing",
         ),
         (
-            lambda: specdec.plan(facts(), LLAMA, serve(gpu_memory_utilization="0.7"), 1, host="h"),
+            lambda: planner.plan(facts(), LLAMA, serve(gpu_memory_utilization="0.7"), 1, host="h"),
             "host h: serve.gpu_memory_utilization='0.7' is not allowed",
         ),
         (
-            lambda: specdec.plan(facts(), LLAMA, serve(max_model_len=8192.0), 1, host="h"),
+            lambda: planner.plan(facts(), LLAMA, serve(max_model_len=8192.0), 1, host="h"),
             "host h: serve.max_model_len=8192.0 is not allowed",
         ),
         (
-            lambda: specdec.plan(facts(), LLAMA, serve(running="yes"), 1, host="h"),
+            lambda: planner.plan(facts(), LLAMA, serve(running="yes"), 1, host="h"),
             "host h: serve.running='yes' is not allowed; expected a boolean",
         ),
         (
-            lambda: specdec.plan(facts(), LLAMA, serve(tensor_parallel_size=0), 1, host="h"),
+            lambda: planner.plan(facts(), LLAMA, serve(tensor_parallel_size=0), 1, host="h"),
             "host h: serve.tensor_parallel_size=0 is not allowed",
         ),
         (
-            lambda: specdec.plan(facts(), LLAMA, serve(max_num_seqs=-1), 1, host="h"),
+            lambda: planner.plan(facts(), LLAMA, serve(max_num_seqs=-1), 1, host="h"),
             "host h: serve.max_num_seqs=-1 is not allowed",
         ),
         (
-            lambda: specdec.plan(facts(), LLAMA, serve(vllm_version=20), 1, host="h"),
+            lambda: planner.plan(facts(), LLAMA, serve(vllm_version=20), 1, host="h"),
             "host h: serve.vllm_version=20 is not allowed",
         ),
         (
-            lambda: specdec.plan(facts(), LLAMA, serve(), 1, host="h", catalog={"a/b": {}}),
+            lambda: planner.plan(facts(), LLAMA, serve(), 1, host="h", catalog={"a/b": {}}),
             "host h: catalog['a/b'].kind=None is not allowed",
         ),
         (
-            lambda: specdec.plan(facts(), LLAMA, serve(), 1, host="h", overrides={"k": 3}),
+            lambda: planner.plan(facts(), LLAMA, serve(), 1, host="h", overrides={"k": 3}),
             "host h: speculative_decoding_k=3 is not allowed",
         ),
     ],
 )
 def test_invalid_input_raises_naming_host_variable_and_value(call, fragment):
-    with pytest.raises(specdec.SpecdecError) as excinfo:
+    with pytest.raises(checks.SpecdecError) as excinfo:
         call()
     assert str(excinfo.value).startswith(fragment), str(excinfo.value)
 
 
 def test_invalid_overrides_raise_even_on_hosts_that_are_skipped():
-    with pytest.raises(specdec.SpecdecError, match="speculative_decoding_num_speculative_tokens=0"):
-        specdec.plan(facts("xavier", 30, 28, supported=False), LLAMA, serve(), 1, overrides={"num_speculative_tokens": 0})
+    with pytest.raises(checks.SpecdecError, match="speculative_decoding_num_speculative_tokens=0"):
+        planner.plan(facts("xavier", 30, 28, supported=False), LLAMA, serve(), 1, overrides={"num_speculative_tokens": 0})
 
 
 # ---------------------------------------------------------------- determinism
@@ -778,15 +778,15 @@ def test_same_input_same_bytes_and_inputs_untouched():
     args = (facts(**THOR), LLAMA, serve(), 3)
     kwargs = {"overrides": {"num_speculative_tokens": 4}, "catalog": DRAFT_ONLY_CATALOG, "host": "h"}
     before = copy.deepcopy((args, kwargs))
-    first = json.dumps(specdec.plan(*args, **kwargs), sort_keys=False)
-    second = json.dumps(specdec.plan(*args, **kwargs), sort_keys=False)
+    first = json.dumps(planner.plan(*args, **kwargs), sort_keys=False)
+    second = json.dumps(planner.plan(*args, **kwargs), sort_keys=False)
     assert first == second
     assert (args, kwargs) == before
 
 
 def test_plan_speculative_config_equals_the_version_function():
     result = run(THOR)
-    assert result["speculative_config"] == specdec.speculative_config(result, "0.20.2")
+    assert result["speculative_config"] == planner.speculative_config(result, "0.20.2")
 
 
 # ---------------------------------------------------------------- the fleet profiles through real detection
@@ -816,7 +816,7 @@ def test_fleet_profiles_plan_by_family(name):
     profile = _profiles()[name]
     detected = jetson.detect(_profile_sources(profile))
     assert detected["family"] == profile["expect"]["family"]
-    result = specdec.plan(detected, LLAMA_W4, serve(gpu_memory_utilization=0.6, max_model_len=4096), 1, host=name)
+    result = planner.plan(detected, LLAMA_W4, serve(gpu_memory_utilization=0.6, max_model_len=4096), 1, host=name)
     family = detected["family"]
     if family in ("thor", "igx_thor"):
         enabled(result, "eagle3", YUHUILI, 5)

@@ -5,7 +5,9 @@ import json
 
 import pytest
 import yaml
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _specdec as specdec
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning import checks, planner, versions
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering import argv as render_argv
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering import config as render_config
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -91,20 +93,20 @@ SERVE = {
     ],
 )
 def test_spec_fields_per_version(version, key, present):
-    assert (key in specdec.spec_fields(specdec.parse_version(version))) is present
+    assert (key in versions.spec_fields(versions.parse_version(version))) is present
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("plan", [EAGLE_PLAN, DRAFT_PLAN])
 def test_speculative_config_only_has_keys_the_version_knows(version, plan):
-    parsed = specdec.parse_version(version)
+    parsed = versions.parse_version(version)
     if plan["method"] == "draft_model" and parsed < (0, 15, 0):
-        with pytest.raises(specdec.SpecdecError, match=r"draft_model needs 0\.15"):
-            specdec.speculative_config(plan, version, host="h")
+        with pytest.raises(checks.SpecdecError, match=r"draft_model needs 0\.15"):
+            planner.speculative_config(plan, version, host="h")
         return
-    config = specdec.speculative_config(plan, version)
+    config = planner.speculative_config(plan, version)
     assert config["method"] == plan["method"]  # always explicit (vllm.md 10 rule 2)
-    assert set(config) <= specdec.spec_fields(parsed)
+    assert set(config) <= versions.spec_fields(parsed)
     assert not set(config) & {"disable_by_batch_size", "tensor_parallel_size"}
     assert not any("-" in key for key in config)
     assert config == {
@@ -130,13 +132,13 @@ def test_speculative_config_only_has_keys_the_version_knows(version, plan):
     ],
 )
 def test_speculative_config_errors(plan, version, fragment):
-    with pytest.raises(specdec.SpecdecError) as excinfo:
-        specdec.speculative_config(plan, version, host="jetson-002")
+    with pytest.raises(checks.SpecdecError) as excinfo:
+        planner.speculative_config(plan, version, host="jetson-002")
     assert str(excinfo.value).startswith("host jetson-002: " + fragment)
 
 
 def test_spec_config_json_is_sorted_and_compact():
-    text = specdec.spec_config_json(specdec.speculative_config(EAGLE_PLAN, "0.20.2"))
+    text = render_config.spec_config_json(planner.speculative_config(EAGLE_PLAN, "0.20.2"))
     assert text == ('{"draft_tensor_parallel_size":1,"method":"eagle3","model":"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B","num_speculative_tokens":5}')
 
 
@@ -144,7 +146,7 @@ def test_spec_config_json_is_sorted_and_compact():
 
 
 def test_serve_config_without_plan_is_the_baseline_in_option_order():
-    config = specdec.serve_config(SERVE)
+    config = render_config.serve_config(SERVE)
     assert list(config) == [
         "model",
         "host",
@@ -160,16 +162,16 @@ def test_serve_config_without_plan_is_the_baseline_in_option_order():
 
 
 def test_serve_config_with_an_enabled_plan():
-    config = specdec.serve_config(SERVE, EAGLE_PLAN)
+    config = render_config.serve_config(SERVE, EAGLE_PLAN)
     assert list(config)[-1] == "speculative-config"
     assert config["gpu-memory-utilization"] == 0.7
     assert isinstance(config["speculative-config"], str)
-    assert json.loads(config["speculative-config"]) == specdec.speculative_config(EAGLE_PLAN, "0.20.2")
+    assert json.loads(config["speculative-config"]) == planner.speculative_config(EAGLE_PLAN, "0.20.2")
 
 
 def test_serve_config_with_a_skipped_plan_is_the_baseline():
     skipped = {"decision": "skipped", "reason": "x", "gpu_memory_utilization": 0.75}
-    assert specdec.serve_config(SERVE, skipped) == specdec.serve_config(SERVE)
+    assert render_config.serve_config(SERVE, skipped) == render_config.serve_config(SERVE)
 
 
 def test_a_real_plan_renders():
@@ -179,22 +181,22 @@ def test_a_real_plan_renders():
         "speculation_supported": True,
         "speculation_reason": "",
     }
-    plan = specdec.plan(facts, SERVE["model"], SERVE, 1, host="h")
-    text = specdec.serve_config_yaml(SERVE, plan)
+    plan = planner.plan(facts, SERVE["model"], SERVE, 1, host="h")
+    text = render_config.serve_config_yaml(SERVE, plan)
     loaded = yaml.safe_load(text)
     assert loaded["gpu-memory-utilization"] == plan["gpu_memory_utilization"]
     assert json.loads(loaded["speculative-config"]) == plan["speculative_config"]
 
 
 def test_optional_settings_are_left_out():
-    config = specdec.serve_config({"model": "/srv/models/llama", "gpu_memory_utilization": 0.5})
+    config = render_config.serve_config({"model": "/srv/models/llama", "gpu_memory_utilization": 0.5})
     assert config == {"model": "/srv/models/llama", "gpu-memory-utilization": 0.5}
 
 
 def test_secrets_in_serve_never_reach_the_config():
     # test data, not real credentials
     secret_serve = dict(SERVE, api_key="sk-SECRET-1", hf_token="hf_SECRET_2", env={"HF_TOKEN": "hf_SECRET_3"})
-    text = specdec.serve_config_yaml(secret_serve, EAGLE_PLAN)
+    text = render_config.serve_config_yaml(secret_serve, EAGLE_PLAN)
     assert "SECRET" not in text
     assert "api-key" not in text and "hf_token" not in text and "hf-token" not in text
 
@@ -218,8 +220,8 @@ def test_secrets_in_serve_never_reach_the_config():
     ],
 )
 def test_serve_config_errors(serve, plan, fragment):
-    with pytest.raises(specdec.SpecdecError) as excinfo:
-        specdec.serve_config_yaml(serve, plan, host="jetson-010")
+    with pytest.raises(checks.SpecdecError) as excinfo:
+        render_config.serve_config_yaml(serve, plan, host="jetson-010")
     assert str(excinfo.value).startswith("host jetson-010: " + fragment), str(excinfo.value)
 
 
@@ -227,7 +229,7 @@ def test_serve_config_errors(serve, plan, fragment):
 
 
 def test_yaml_text_exactly():
-    assert specdec.serve_config_yaml(SERVE, EAGLE_PLAN) == (
+    assert render_config.serve_config_yaml(SERVE, EAGLE_PLAN) == (
         "# vllm serve --config file rendered by jetson_llm.speculative; local changes are overwritten.\n"
         'model: "meta-llama/Llama-3.1-8B-Instruct"\n'
         'host: "127.0.0.1"\n'
@@ -244,63 +246,63 @@ def test_yaml_text_exactly():
 
 @pytest.mark.parametrize("plan", [None, EAGLE_PLAN, dict(DRAFT_PLAN)])
 def test_yaml_parses_back_to_the_mapping(plan):
-    text = specdec.serve_config_yaml(SERVE, plan)
-    assert yaml.safe_load(text) == specdec.serve_config(SERVE, plan)
+    text = render_config.serve_config_yaml(SERVE, plan)
+    assert yaml.safe_load(text) == render_config.serve_config(SERVE, plan)
     assert text.isascii() and text.endswith("\n")
 
 
 def test_yaml_is_deterministic():
-    assert specdec.serve_config_yaml(dict(SERVE), dict(EAGLE_PLAN)) == specdec.serve_config_yaml(
+    assert render_config.serve_config_yaml(dict(SERVE), dict(EAGLE_PLAN)) == render_config.serve_config_yaml(
         dict(reversed(list(SERVE.items()))), dict(reversed(list(EAGLE_PLAN.items())))
     )
 
 
 @given(st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=60))
 def test_any_printable_ascii_string_round_trips_through_yaml(text):
-    assert yaml.safe_load("k: " + specdec._yaml_scalar(text)) == {"k": text}
+    assert yaml.safe_load("k: " + render_config._yaml_scalar(text)) == {"k": text}
 
 
 @given(st.text(min_size=1, max_size=10).filter(lambda t: any(not " " <= ch <= "~" for ch in t)))
 def test_non_ascii_or_control_strings_are_refused(text):
-    with pytest.raises(specdec.SpecdecError, match="printable ASCII only"):
-        specdec._yaml_scalar(text)
+    with pytest.raises(checks.SpecdecError, match="printable ASCII only"):
+        render_config._yaml_scalar(text)
 
 
 @given(st.floats(min_value=1e-9, max_value=1e9, allow_nan=False, allow_infinity=False))
 def test_floats_stay_floats_in_yaml(value):
-    loaded = yaml.safe_load("k: " + specdec._yaml_scalar(value))["k"]
+    loaded = yaml.safe_load("k: " + render_config._yaml_scalar(value))["k"]
     assert isinstance(loaded, float)
     assert loaded == pytest.approx(value, rel=1e-6, abs=1e-6)
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), None, [1], {"a": 1}])
 def test_unwritable_scalars(value):
-    with pytest.raises(specdec.SpecdecError):
-        specdec._yaml_scalar(value)
+    with pytest.raises(checks.SpecdecError):
+        render_config._yaml_scalar(value)
 
 
 def test_yaml_booleans_and_ints():
-    assert specdec._yaml_scalar(True) == "true"
-    assert specdec._yaml_scalar(False) == "false"
-    assert specdec._yaml_scalar(8192) == "8192"
+    assert render_config._yaml_scalar(True) == "true"
+    assert render_config._yaml_scalar(False) == "false"
+    assert render_config._yaml_scalar(8192) == "8192"
 
 
 # ---------------------------------------------------------------- argv
 
 
 def test_native_argv():
-    assert specdec.serve_argv(SERVE, "/etc/vllm/serve.yaml", "native") == [
+    assert render_argv.serve_argv(SERVE, "/etc/vllm/serve.yaml", "native") == [
         "vllm",
         "serve",
         "--config",
         "/etc/vllm/serve.yaml",
     ]
-    assert specdec.serve_argv(dict(SERVE, vllm_bin="/opt/vllm/bin/vllm"), "/etc/vllm/serve.yml", "native")[0] == ("/opt/vllm/bin/vllm")
+    assert render_argv.serve_argv(dict(SERVE, vllm_bin="/opt/vllm/bin/vllm"), "/etc/vllm/serve.yml", "native")[0] == ("/opt/vllm/bin/vllm")
 
 
 def test_upstream_image_on_thor_gets_ipc_host_and_only_the_serve_arguments():
     serve = dict(SERVE, family="thor", env_file="/etc/vllm/vllm.env")
-    argv = specdec.serve_argv(serve, "/etc/vllm/serve.yaml", "docker", image="vllm/vllm-openai:v0.20.2")
+    argv = render_argv.serve_argv(serve, "/etc/vllm/serve.yaml", "docker", image="vllm/vllm-openai:v0.20.2")
     assert argv == [
         "docker",
         "run",
@@ -331,7 +333,7 @@ def test_upstream_image_on_thor_gets_ipc_host_and_only_the_serve_arguments():
 def test_jetson_image_on_orin_sets_the_entrypoint_and_has_no_ipc_host():
     serve = dict(SERVE, family="agx_orin", container_name="vllm-main", hf_cache_dir="/data/hf")
     image = "ghcr.io/nvidia-ai-iot/vllm:latest-jetson-orin"
-    argv = specdec.serve_argv(serve, "/etc/vllm/serve.yaml", "podman", image=image, image_flavor="jetson")
+    argv = render_argv.serve_argv(serve, "/etc/vllm/serve.yaml", "podman", image=image, image_flavor="jetson")
     assert argv[:5] == ["podman", "run", "--rm", "--name", "vllm-main"]
     assert "--ipc" not in argv
     assert "--env-file" not in argv
@@ -344,21 +346,21 @@ def test_jetson_image_on_orin_sets_the_entrypoint_and_has_no_ipc_host():
 def test_oci_runtime_can_be_changed_or_left_out():
     for unset in ("", None):
         base = dict(SERVE, oci_runtime=unset)
-        assert "--runtime" not in specdec.serve_argv(base, "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1")
-    argv = specdec.serve_argv(dict(SERVE, oci_runtime="runc"), "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1")
+        assert "--runtime" not in render_argv.serve_argv(base, "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1")
+    argv = render_argv.serve_argv(dict(SERVE, oci_runtime="runc"), "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1")
     assert argv[argv.index("--runtime") + 1] == "runc"
 
 
 def test_local_models_are_mounted_read_only():
     serve = dict(SERVE, model="/srv/models/llama")
     plan = dict(EAGLE_PLAN, model="/srv/models/head")
-    argv = specdec.serve_argv(serve, "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1", plan=plan)
+    argv = render_argv.serve_argv(serve, "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1", plan=plan)
     assert "/srv/models/head:/srv/models/head:ro" in argv
     assert "/srv/models/llama:/srv/models/llama:ro" in argv
 
 
 def test_hub_models_are_not_mounted():
-    argv = specdec.serve_argv(SERVE, "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1", plan=EAGLE_PLAN)
+    argv = render_argv.serve_argv(SERVE, "/etc/vllm/a.yaml", "docker", image="vllm/vllm-openai:v1", plan=EAGLE_PLAN)
     assert [argv[i + 1] for i, word in enumerate(argv) if word == "-v"] == [
         "/etc/vllm:/etc/vllm:ro",
         "/root/.cache/huggingface:/root/.cache/huggingface",
@@ -367,16 +369,16 @@ def test_hub_models_are_not_mounted():
 
 def test_pinned_digest_image_is_accepted():
     image = "vllm/vllm-openai:v0.20.2@sha256:" + "a" * 64
-    assert image in specdec.serve_argv(SERVE, "/etc/vllm/a.yaml", "docker", image=image)
+    assert image in render_argv.serve_argv(SERVE, "/etc/vllm/a.yaml", "docker", image=image)
     local = "localhost:5000/local/vllm-sim:1"
-    assert local in specdec.serve_argv(SERVE, "/etc/vllm/a.yaml", "podman", image=local)
+    assert local in render_argv.serve_argv(SERVE, "/etc/vllm/a.yaml", "podman", image=local)
 
 
 def test_secrets_never_reach_argv():
     # test data, not real credentials
     serve = dict(SERVE, api_key="sk-SECRET", hf_token="hf_SECRET", env_file="/etc/vllm/vllm.env")
     for runtime, image in (("native", None), ("docker", "vllm/vllm-openai:v1")):
-        argv = specdec.serve_argv(serve, "/etc/vllm/a.yaml", runtime, image=image)
+        argv = render_argv.serve_argv(serve, "/etc/vllm/a.yaml", runtime, image=image)
         assert not any("SECRET" in word for word in argv)
 
 
@@ -451,12 +453,12 @@ def test_secrets_never_reach_argv():
     ],
 )
 def test_serve_argv_errors(serve, path, runtime, image, flavor, fragment):
-    with pytest.raises(specdec.SpecdecError) as excinfo:
-        specdec.serve_argv(serve, path, runtime, image=image, image_flavor=flavor, host="jetson-011")
+    with pytest.raises(checks.SpecdecError) as excinfo:
+        render_argv.serve_argv(serve, path, runtime, image=image, image_flavor=flavor, host="jetson-011")
     message = str(excinfo.value)
     assert message.startswith("host jetson-011: ") and fragment in message, message
 
 
 def test_argv_of_an_enabled_plan_with_an_unsafe_model_is_refused():
-    with pytest.raises(specdec.SpecdecError, match=r"plan\.model="):
-        specdec.serve_argv(SERVE, "/etc/vllm/a.yaml", "docker", image="x/y:1", plan=dict(EAGLE_PLAN, model="a b"))
+    with pytest.raises(checks.SpecdecError, match=r"plan\.model="):
+        render_argv.serve_argv(SERVE, "/etc/vllm/a.yaml", "docker", image="x/y:1", plan=dict(EAGLE_PLAN, model="a b"))

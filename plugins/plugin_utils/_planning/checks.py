@@ -1,0 +1,168 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, jetson_llm.speculative contributors
+# SPDX-License-Identifier: Apache-2.0
+"""Limits and value checks of the planner and the renderer, and the per-host override validation.
+
+Private controller-side module. Deterministic: the same input gives the same output, byte for byte.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import math
+import re
+
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._catalog import (
+    MODEL_ID_EXPECTATION,
+    valid_model_id,
+)
+
+
+class SpecdecError(ValueError):
+    """Invalid input to the planner or the renderer; the message names host, variable, value and
+    what is allowed."""
+
+
+METHODS = ("eagle3", "draft_model")
+SPEC_TOKENS_MIN = 1
+SPEC_TOKENS_MAX = 15
+UTIL_MIN = 0.05
+UTIL_MAX = 0.95
+
+# ---------------------------------------------------------------- value checks
+
+
+def _where(host):
+    return "host {}: ".format(host) if host else ""
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return (_is_int(value) or isinstance(value, float)) and not (isinstance(value, float) and (math.isnan(value) or math.isinf(value)))
+
+
+def _bad(host, name, value, expected, why=""):
+    message = "{}{}={!r} is not allowed; expected {}".format(_where(host), name, value, expected)
+    if why:
+        message += " ({})".format(why)
+    return SpecdecError(message)
+
+
+def _check_bool(value):
+    return isinstance(value, bool)
+
+
+def _check_int_range(low, high):
+    def check(value):
+        return _is_int(value) and low <= value and (high is None or value <= high)
+
+    return check
+
+
+def _check_float_range(low, high):
+    def check(value):
+        return _is_number(value) and low <= value <= high
+
+    return check
+
+
+_OVERRIDES = (
+    ("enabled", _check_bool, "a boolean (true or false, not a string)"),
+    ("force", _check_bool, "a boolean (true or false, not a string)"),
+    ("method", lambda v: isinstance(v, str) and v in METHODS, "one of " + ", ".join(METHODS)),
+    ("model", valid_model_id, MODEL_ID_EXPECTATION),
+    (
+        "num_speculative_tokens",
+        _check_int_range(SPEC_TOKENS_MIN, SPEC_TOKENS_MAX),
+        "an integer from {} to {}".format(SPEC_TOKENS_MIN, SPEC_TOKENS_MAX),
+    ),
+    (
+        "draft_tensor_parallel_size",
+        _check_int_range(1, 64),
+        "an integer, 1 or the target tensor_parallel_size",
+    ),
+    (
+        "gpu_memory_utilization",
+        _check_float_range(UTIL_MIN, UTIL_MAX),
+        "a number from {} to {}".format(UTIL_MIN, UTIL_MAX),
+    ),
+    ("min_gain", _check_float_range(0.0, 1.0), "a number from 0 to 1 (a fraction, 0.1 = 10 %)"),
+    ("max_concurrency", _check_int_range(1, None), "an integer >= 1"),
+)
+OVERRIDE_KEYS = tuple(key for key, _check, _expected in _OVERRIDES)
+_FLOAT_OVERRIDES = ("gpu_memory_utilization", "min_gain")
+
+
+def validate_overrides(overrides, host="", var_prefix="speculative_decoding_"):
+    """Validate per-host overrides and return them normalised (``None`` values dropped).
+
+    ``overrides`` maps setting names without the prefix (``num_speculative_tokens``) to values.
+    A ``None`` value means "not set" (so role defaults can list every key as null). Booleans must
+    be real booleans, integers must not be booleans, strings are never coerced.
+    """
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, dict):
+        raise _bad(host, var_prefix + "*", overrides, "a mapping of setting name to value")
+    checks = dict((key, (check, expected)) for key, check, expected in _OVERRIDES)
+    known = ", ".join(var_prefix + key for key in OVERRIDE_KEYS)
+    result = {}
+    for key in sorted(overrides, key=str):
+        value = overrides[key]
+        if key not in checks:
+            raise _bad(host, "{}{}".format(var_prefix, key), value, "one of the known settings: " + known)
+        if value is None:
+            continue
+        check, expected = checks[key]
+        if not check(value):
+            why = ""
+            if isinstance(value, str) and key not in ("method", "model"):
+                why = "a string is never converted; pass typed values, e.g. -e as JSON"
+            raise _bad(host, var_prefix + key, value, expected, why)
+        result[key] = float(value) if key in _FLOAT_OVERRIDES else value
+    return dict((key, result[key]) for key in OVERRIDE_KEYS if key in result)
+
+
+_SERVE_FIELDS = {
+    "gpu_memory_utilization": (_check_float_range(0.01, 1.0), "a number from 0.01 to 1.0"),
+    "max_model_len": (_check_int_range(1, 100000000), "an integer from 1 to 100000000"),
+    "max_num_seqs": (_check_int_range(1, 1000000), "an integer from 1 to 1000000"),
+    "tensor_parallel_size": (_check_int_range(1, 64), "an integer from 1 to 64"),
+    "vllm_version": (
+        lambda v: isinstance(v, str) and len(v) <= 64,
+        "a vLLM version string such as '0.20.2' (or 'unknown')",
+    ),
+    "running": (_check_bool, "a boolean: whether the baseline server runs now"),
+    "model": (valid_model_id, MODEL_ID_EXPECTATION),
+    "host": (
+        lambda v: isinstance(v, str) and re.fullmatch(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$", v) is not None,
+        "an IP address or host name of [A-Za-z0-9.:-]",
+    ),
+    "port": (_check_int_range(1, 65535), "an integer from 1 to 65535"),
+    "served_model_name": (
+        lambda v: isinstance(v, str) and re.fullmatch(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$", v) is not None,
+        "a name of [A-Za-z0-9._/:-] starting with a letter or digit (at most 128 characters)",
+    ),
+}
+
+
+def _serve_value(serve, key, host, required=False, default=None):
+    if key not in serve or serve[key] is None:
+        if required:
+            raise SpecdecError("{}serve.{} is missing; expected {}".format(_where(host), key, _SERVE_FIELDS[key][1]))
+        return default
+    value = serve[key]
+    check, expected = _SERVE_FIELDS[key]
+    if not check(value):
+        raise _bad(host, "serve." + key, value, expected)
+    return value
+
+
+def _check_mapping(value, name, host, expected):
+    if not isinstance(value, dict):
+        raise _bad(host, name, value, expected)
+    return value
