@@ -19,6 +19,7 @@ import re
 
 import yaml
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import OVERRIDE_KEYS, UTIL_MAX, UTIL_MIN, SpecdecError, validate_overrides
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._values import plain as _plain
 
 ROLES = ("vllm_server", "speculative_decoding")
 _ROLES_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "roles"))
@@ -301,19 +302,6 @@ def _control_path(value, path=""):
             if found:
                 return found
     return None
-
-
-def _plain(value):
-    """Ansible's tagged strings and vault values as plain Python values."""
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, dict):
-        return dict((_plain(key), _plain(item)) for key, item in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    if type(value).__name__ in ("EncryptedString", "AnsibleVaultEncryptedUnicode"):
-        return str(value)
-    return value
 
 
 _TYPES = {

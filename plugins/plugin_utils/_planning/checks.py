@@ -128,7 +128,7 @@ def validate_overrides(overrides, host="", var_prefix="speculative_decoding_"):
 
 
 _SERVE_FIELDS = {
-    "gpu_memory_utilization": (_check_float_range(0.01, 1.0), "a number from 0.01 to 1.0"),
+    "gpu_memory_utilization": (_check_float_range(UTIL_MIN, UTIL_MAX), "a number from {} to {}".format(UTIL_MIN, UTIL_MAX)),
     "max_model_len": (_check_int_range(1, 100000000), "an integer from 1 to 100000000"),
     "max_num_seqs": (_check_int_range(1, 1000000), "an integer from 1 to 1000000"),
     "tensor_parallel_size": (_check_int_range(1, 64), "an integer from 1 to 64"),

@@ -92,3 +92,11 @@ def test_module_utils_are_python38_and_stdlib_only(name):
                 assert alias.name.split(".")[0] in stdlib, (name, alias.name)
         if isinstance(node, ast.ImportFrom) and node.level == 0:
             assert node.module.split(".")[0] in stdlib or node.module.startswith(OWN), (name, node.module)
+
+
+def test_role_override_keys_are_the_planners():
+    from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning import checks
+
+    with open(os.path.join(ROOT, "roles", "speculative_decoding", "vars", "main.yml")) as handle:
+        keys = yaml.safe_load(handle)["__speculative_decoding_override_keys"]
+    assert tuple(keys) == checks.OVERRIDE_KEYS
