@@ -4,11 +4,9 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.jetson_llm.speculative.plugins.filter.model_info import model_info
-from ansible_collections.jetson_llm.speculative.plugins.filter.smaller_speculators import smaller_speculators
 from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_choose_k import speculative_choose_k
 from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_k_sweep import speculative_k_sweep
 from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_ladder import speculative_ladder
-from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_overrides import speculative_overrides
 from ansible_collections.jetson_llm.speculative.plugins.filter.trial_blocks import trial_blocks
 from ansible_collections.jetson_llm.speculative.plugins.filter.vllm_serve_argv import vllm_serve_argv
 from ansible_collections.jetson_llm.speculative.plugins.module_utils import _jetson
@@ -32,16 +30,6 @@ def facts(total_gib=61.3, avail_gib=50.0):
 SERVE = {"gpu_memory_utilization": 0.7, "max_model_len": 4096, "vllm_version": "0.20.0", "running": False}
 
 
-def test_overrides_are_validated_and_unknown_names_refused():
-    got = speculative_overrides({"speculative_decoding_num_speculative_tokens": 4, "other": 1}, host="h1")
-    assert got == {"num_speculative_tokens": 4}
-    with pytest.raises(AnsibleFilterError, match="host h1: unknown variable speculative_decoding_k"):
-        speculative_overrides({"speculative_decoding_k": 4}, host="h1")
-    assert speculative_overrides({"speculative_decoding_seed": 1}, host="h1", known=["speculative_decoding_seed"]) == {}
-    with pytest.raises(AnsibleFilterError, match=r"speculative_decoding_force='true' is not allowed"):
-        speculative_overrides({"speculative_decoding_force": "true"}, host="h1")
-
-
 def test_ladder_lowers_utilization_then_smaller_speculators():
     plan = planner.plan(facts(), LLAMA, SERVE, 1, overrides={"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct"})
     assert plan["decision"] == "enabled"
@@ -59,10 +47,7 @@ def test_ladder_refuses_a_skipped_plan():
         speculative_ladder({"decision": "skipped"}, facts=facts(), target_model=LLAMA, serve=SERVE)
 
 
-def test_smaller_speculators_and_model_info():
-    assert smaller_speculators(LLAMA, current="meta-llama/Llama-3.2-1B-Instruct")[0] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
-    assert smaller_speculators(LLAMA, current="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B") == []
-    assert smaller_speculators("org/unknown", current="x/y") == []
+def test_model_info():
     assert model_info(LLAMA)["vocab_size"] == 128256
     assert model_info("org/unknown") == {}
 
