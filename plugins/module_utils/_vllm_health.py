@@ -6,7 +6,7 @@
 """Readiness probing of a vLLM server and classification of why it did not start.
 
 Standard library only: this runs on the devices. The messages matched below are vLLM's own
-(see the collection's reference notes on vLLM startup failures), so a cause named here is the
+(its startup memory checks and engine errors), so a cause named here is the
 cause vLLM printed, not a guess.
 """
 

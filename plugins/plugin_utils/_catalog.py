@@ -35,8 +35,9 @@ users add) and described by one flat dict:
 ``notes``
     Free text, sources.
 
-Sources: ``vllm.md`` sections 2.1, 2.6, 2.9, 7.1, 7.2 and ``jetson.md`` sections 4.8 and 6 of the
-developer reference; sizes are Hugging Face file sizes or the estimates those sections give.
+Sources: the model cards and ``config.json`` of the Hugging Face repositories named below, vLLM's
+speculative-decoding documentation and configuration checks, and NVIDIA's Jetson AI Lab guidance on
+quantization per family; sizes are Hugging Face file sizes or estimates from parameter counts.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -102,7 +103,7 @@ def _target(**fields):
 
 def _head(target_id, **fields):
     """An EAGLE-3 head for ``target_id``: one decoder layer with the target's attention shape and
-    vocabulary (the head reuses the target's embeddings; vllm.md 7.1)."""
+    vocabulary (the head reuses the target's embeddings and vocabulary)."""
     target = _BUILTIN[target_id]
     entry = {
         "kind": "eagle3_head",
@@ -151,7 +152,7 @@ _BUILTIN["RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16"] = _target(
     weights_gb=5.7,
     vocab_size=128256,
     max_position_embeddings=131072,
-    notes="INT4 weights, 16-bit activations (Orin's first choice, jetson.md 4.8).",
+    notes="INT4 weights, 16-bit activations (Orin's first choice in NVIDIA's Jetson guidance).",
     **_LLAMA3_8B,
 )
 _BUILTIN["nvidia/Llama-3.1-8B-Instruct-FP4"] = _target(
@@ -159,7 +160,7 @@ _BUILTIN["nvidia/Llama-3.1-8B-Instruct-FP4"] = _target(
     model_type="llama",
     quantization="nvfp4",
     # vLLM measured 6.07 GiB (= 6.52 GB) for this checkpoint on AGX Thor, and 6.86 GiB with the
-    # yuhuili EAGLE-3 head (jetson-ai-lab workshop-gtc-dc-2025.md; vllm.md 7.1).
+    # yuhuili EAGLE-3 head (the one NVIDIA's Jetson AI Lab workshop uses on Thor and AGX Orin).
     weights_gb=6.52,
     vocab_size=128256,
     max_position_embeddings=131072,
@@ -207,7 +208,7 @@ _BUILTIN["Qwen/Qwen3-1.7B"] = _target(
     notes="1.7 B parameters in BF16.",
     **_QWEN3_1_7B,
 )
-# Qwen2.5-7B pads its vocabulary to 152064; the <= 3B models use 151936 (vllm.md 7.2).
+# Qwen2.5-7B pads its vocabulary to 152064; the <= 3B models use 151936 (their config.json).
 _BUILTIN["Qwen/Qwen2.5-7B-Instruct"] = _target(
     family="qwen2.5-7b",
     model_type="qwen2",
@@ -239,14 +240,14 @@ _BUILTIN["nvidia/Llama-3.3-70B-Instruct-FP4"] = _target(
     **_LLAMA3_70B,
 )
 
-# ---------------------------------------------------------------- EAGLE-3 heads (vllm.md 7.1)
+# ---------------------------------------------------------------- EAGLE-3 heads
 # One decoder layer + fusion layer (3 x hidden -> hidden) + a 32000-token draft LM head, reusing
 # the target's embeddings: about 0.4 B parameters, 0.8 GB in BF16, for an 8B target.
 _BUILTIN["yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"] = _head(
     "meta-llama/Llama-3.1-8B-Instruct",
     weights_gb=0.8,
     # 2048: vLLM >= 0.27 raises it to the target's max_model_len; earlier releases limit
-    # speculation to the head's context (vllm.md 2.9, issue #21986).
+    # speculation to the head's context (vLLM issue #21986).
     max_position_embeddings=2048,
     preference=1,
     checkpoint_format="eagle",
@@ -260,7 +261,7 @@ _BUILTIN["RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3"] = _head(
     checkpoint_format="speculators",
     notes="Speculators format (vLLM >= 0.10.1). Served as --model it would replace the target "
     "with its verifier; the collection passes it inside --speculative-config with explicit method "
-    "and model instead (vllm.md 2.1). Context length assumed from the verifier.",
+    "and model instead (vLLM 0.10 changed the format). Context length assumed from the verifier.",
 )
 _BUILTIN["AngelSlim/Qwen3-8B_eagle3"] = _head(
     "Qwen/Qwen3-8B",
@@ -305,7 +306,7 @@ _BUILTIN["nvidia/Llama-3.3-70B-Instruct-Eagle3"] = _head(
     notes="3.2 B parameters including embeddings, BF16; behind NVIDIA's Thor 70B figure.",
 )
 
-# ---------------------------------------------------------------- drafts (vllm.md 7.2)
+# ---------------------------------------------------------------- drafts (same-family small models)
 _BUILTIN["meta-llama/Llama-3.2-1B-Instruct"] = _draft(
     family="llama3.2-1b",
     model_type="llama",
@@ -341,7 +342,7 @@ _BUILTIN["Qwen/Qwen2.5-0.5B-Instruct"] = _draft(
 
 MODELS = _BUILTIN
 
-# vLLM >= 0.15 text for a draft_model pair with different vocabularies (vllm.md 2.6).
+# vLLM >= 0.15 text for a draft_model pair with different vocabularies (vLLM's speculative config check).
 _VOCAB_MISMATCH = (
     "Target and draft model should have the same vocabulary size. Target model vocab_size={0}. "
     "Draft model vocab_size={1}. Using models with different tokenizers can cause out-of-bounds "

@@ -55,15 +55,15 @@ from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.v
     spec_fields,
 )
 
-# jetson.md 6.4: lower --gpu-memory-utilization by ~0.05 versus the non-speculative baseline and
+# NVIDIA's Jetson guidance: lower --gpu-memory-utilization by ~0.05 versus the non-speculative baseline and
 # keep at least ~2 GB free.
 UTIL_STEP = 0.05
 DEFAULT_MIN_HEADROOM_GB = 2.0
-# jetson.md 6.1: do not use speculation at high concurrency (>= 8); 3..7 is not addressed.
+# NVIDIA's Jetson guidance: do not use speculation at high concurrency (>= 8); 3..7 is not addressed.
 DEFAULT_MAX_CONCURRENCY = 8
 LOW_CONCURRENCY = 2
 # Activation, sampler and CUDA-graph memory on top of weights and KV cache: a fixed 0.5 GB plus 5 %
-# of all weights. An estimate: vLLM profiles the real figure at startup (vllm.md 6.1), so this
+# of all weights. An estimate: vLLM profiles the real figure at startup, so this
 # constant only has to keep plans on the safe side of the startup checks.
 OVERHEAD_FIXED_GB = 0.5
 OVERHEAD_WEIGHT_FRACTION = 0.05
@@ -550,8 +550,8 @@ def plan(
 def speculative_config(plan_result, vllm_version, host=""):
     """The ``--speculative-config`` dict for an enabled plan, with only keys ``vllm_version`` knows.
 
-    ``method`` is always written (vllm.md 10 rule 2); ``disable_by_batch_size``,
-    ``tensor_parallel_size`` and hyphenated keys never are (rule 4).
+    ``method`` is always written (vLLM infers it from the model name otherwise); ``disable_by_batch_size``,
+    ``tensor_parallel_size`` and hyphenated keys never are (no-ops or fatal, depending on the release).
     """
     _check_mapping(plan_result, "plan", host, "a plan mapping from speculative_plan")
     version = parse_version(vllm_version)

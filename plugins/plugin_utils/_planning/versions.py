@@ -16,25 +16,25 @@ from ansible_collections.jetson_llm.speculative.plugins.module_utils import _fam
 
 V_MIN_COVERED = (0, 10, 0)
 # 0.10.0-0.10.1.x classify an "EAGLE3-" repository name as EAGLE-1 when method is unset
-# (vllm.md 2.7); the method is always written, but an automatic choice waits for 0.10.2.
+# (vLLM's method inference); the method is always written, but an automatic choice waits for 0.10.2.
 V_EAGLE3_AUTO = (0, 10, 2)
-# 0.10.0: "Eagle3 is only supported for Llama models." (vllm.md 2.6)
+# 0.10.0: "Eagle3 is only supported for Llama models." (its configuration check)
 V_EAGLE3_ANY_FAMILY = (0, 10, 1)
 V_SPECULATORS = (0, 10, 1)
-# draft_model is rejected by the V1 engine until 0.15.0 (vllm.md 2.8).
+# draft_model is rejected by the V1 engine until 0.15.0 (release notes of 0.15.0).
 V_DRAFT_MODEL = (0, 15, 0)
 # EAGLE drafts with a short max_position_embeddings are raised to the target's length from 0.27
-# (vllm.md 2.9).
+# (release notes of 0.27.0).
 V_EAGLE_CONTEXT = (0, 27, 0)
-# Integrated-GPU free-memory handling (MemAvailable instead of MemFree) from 0.11.2 (vllm.md 6.3).
+# Integrated-GPU free-memory handling (MemAvailable instead of MemFree) from 0.11.2 (release notes of 0.11.2).
 V_UMA_MEMORY = (0, 11, 2)
 V_THOR = _families.TABLE["thor"]["min_vllm"]
 L4T_ORIN_VLLM = _families.TABLE["agx_orin"]["min_l4t"]
-# Memory freed by stopping vLLM is stuck before L4T r39 / JetPack 7.2 (jetson.md 5.4).
+# Memory freed by stopping vLLM is stuck before L4T r39 / JetPack 7.2 (NVIDIA's L4T release notes).
 L4T_MEMORY_RELEASE = 39
 
 # ---------------------------------------------------------------- speculative-config fields
-# vllm.md 2.3: fields present in every release 0.10.0-0.33.0.
+# Fields of vLLM's SpeculativeConfig present in every release 0.10.0-0.34.0 (vllm/config/speculative.py).
 SPEC_FIELDS_ALWAYS = (
     "num_speculative_tokens",
     "model",
@@ -48,7 +48,7 @@ SPEC_FIELDS_ALWAYS = (
     "prompt_lookup_min",
 )
 # Fields with a bounded life: (first release with the field, first release without it or None).
-# Where the reference names only the last release containing a field, the next release number is
+# Where only the last release containing a field is known, the next release number is
 # taken as the first without it, so a patch release of unknown content never counts as having it.
 SPEC_FIELDS_BOUNDED = {
     "disable_logprobs": ((0, 10, 0), (0, 11, 1)),
@@ -87,7 +87,8 @@ SPEC_FIELDS_BOUNDED = {
     "fly_entropy_threshold": ((0, 33, 0), None),
     "fly_entropy_top_k": ((0, 33, 0), None),
 }
-# vllm.md 10 rule 4: never emitted, whatever the version (no-op then fatal; error-only field).
+# Never emitted, whatever the version: disable_by_batch_size is a no-op up to 0.16 and fatal from 0.17;
+# tensor_parallel_size is only accepted to raise an error.
 SPEC_FIELDS_NEVER = ("disable_by_batch_size", "tensor_parallel_size")
 
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?")
@@ -112,7 +113,7 @@ def _at_least(version, bound):
 
 
 def spec_fields(version):
-    """The ``--speculative-config`` keys vLLM ``version`` (a tuple) knows, per vllm.md 2.3."""
+    """The ``--speculative-config`` keys vLLM ``version`` (a tuple) knows (the tables above)."""
     fields = set(SPEC_FIELDS_ALWAYS)
     for key, (first, removed) in SPEC_FIELDS_BOUNDED.items():
         if _at_least(version, first) and (removed is None or not _at_least(version, removed)):

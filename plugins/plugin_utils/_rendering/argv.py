@@ -61,7 +61,7 @@ def serve_argv(serve, config_path, runtime, image=None, image_flavor="upstream",
     read-only at their own paths, and secrets come from ``serve.env_file`` (never from argv).
     ``image_flavor`` ``upstream`` (``vllm/vllm-openai``, ``ENTRYPOINT ["vllm","serve"]``) gets
     only the arguments after ``vllm serve``; ``jetson`` (entrypoint not known) gets
-    ``--entrypoint vllm`` and ``serve ...`` (jetson.md 4.3).
+    ``--entrypoint vllm`` and ``serve ...`` (their entrypoint is a shell, not vLLM).
 
     Optional ``serve`` keys: ``vllm_bin`` (default ``vllm``), ``engine_bin`` (default the runtime
     name), ``container_name`` (``vllm``), ``oci_runtime`` (``nvidia``; empty string to omit

@@ -51,7 +51,7 @@ def serve_config(serve, plan=None, host=""):
 
     Secrets never appear: vLLM reads ``VLLM_API_KEY`` and ``HF_TOKEN`` from its environment.
     With an enabled ``plan`` the plan's utilization and ``speculative-config`` (a JSON string,
-    which every vLLM release parses, vllm.md 3) are written; otherwise the baseline settings.
+    which every vLLM release parses) are written; otherwise the baseline settings.
     """
     _check_mapping(serve, "serve", host, "a mapping of serve settings")
     out = {}
