@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The one validator of the roles' and playbooks' settings (plugins/plugin_utils/_settings.py)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -156,3 +157,44 @@ def test_playbook_settings():
     assert _settings.check_playbook({}) == []
     errors = _settings.check_playbook({"jetson_llm_target_group": "a-b", "jetson_llm_tune_on_canaries": "yes", "jetson_llm_serial": [0]})
     assert len(errors) == 3, errors
+
+
+@pytest.mark.parametrize(("token", "ok"), [("hf_good", True), ("hf_bad\nX=1", False)])
+def test_the_server_validation_works_when_included_by_path_from_elsewhere(tmp_path, token, ok):
+    """The revert handler of speculative_decoding includes vllm_server's tasks by path (no role_path of its own)."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "name": "validate by path",
+                            "ansible.builtin.include_tasks": os.path.join(ROOT, "roles", "vllm_server", "tasks", "validate.yml"),
+                        }
+                    ],
+                }
+            ]
+        )
+    )
+    env = dict(
+        os.environ,
+        HOME=os.path.join(ROOT, ".cache", "home"),
+        ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
+        ANSIBLE_LOCALHOST_WARNING="0",
+        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+    )
+    extra = json.dumps({"vllm_server_model": "Qwen/Qwen3-8B", "vllm_server_hf_token": token})
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-c", "local", str(playbook), "-e", extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert (proc.returncode == 0) is ok, proc.stdout[-3000:]
+    if not ok:
+        assert "vllm_server_hf_token=<secret of 10 characters, with a control character>" in proc.stdout
