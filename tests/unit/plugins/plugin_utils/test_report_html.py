@@ -6,7 +6,7 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _report as r
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _report as r
 from test_report_fixtures import HOSTILE_HOST, HOSTILE_REASON, T0, fleet, result
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "wbr", "col", "source"}
