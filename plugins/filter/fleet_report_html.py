@@ -54,7 +54,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._report import html
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._report_html import html
 
 FQCN = "jetson_llm.speculative.fleet_report_html"
 

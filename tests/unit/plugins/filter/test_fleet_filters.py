@@ -10,7 +10,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible_collections.jetson_llm.speculative.plugins.filter import fleet_report, fleet_report_html, fleet_report_index, fleet_table, fleet_timing
-from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _report
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _report, _report_html
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "plugin_utils"))
@@ -112,7 +112,7 @@ def test_fleet_report_html_direct_and_errors():
     doc = _report.report(fleet(), started=T0, now=T0 + 10)
     index = _report.update_index(None, doc)
     page = fleet_report_html.fleet_report_html(doc, index=index, location="run")
-    assert page == _report.html(doc, index=index, location="run")
+    assert page == _report_html.html(doc, index=index, location="run")
     assert len(gain_chart(parse(page)).find_all("rect", "bar")) == 5
     with pytest.raises(AnsibleFilterError, match="fleet_report_html: location must be 'latest' or 'run'"):
         fleet_report_html.fleet_report_html(doc, location="index")
