@@ -90,7 +90,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._report import report
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._report import report
 
 FQCN = "jetson_llm.speculative.fleet_report"
 

@@ -20,7 +20,8 @@ description:
     the verdict and its reason, method and k, throughput of each arm at concurrency 1 and 8 with the gains, median
     TPOT, acceptance length, the trial's size, noise and warnings; where the time went, with a timeline of vLLM
     restarts and benchmarks per host; and the history of runs from O(index)."
-  - Every text that comes from inventories or devices (host names, reasons, warnings) is HTML-escaped.
+  - The page is rendered from a Jinja2 template shipped with the collection, with autoescaping on. Every text that
+    comes from inventories or devices (host names, reasons, warnings) is HTML-escaped and loses its control characters.
   - A document with only C(hosts) and C(timing) (the C(fleet.json) of earlier versions) renders too.
 options:
   _input:
@@ -54,7 +55,8 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._report import html
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._report_html import html
+from jinja2 import TemplateError
 
 FQCN = "jetson_llm.speculative.fleet_report_html"
 
@@ -66,7 +68,7 @@ def fleet_report_html(doc, index=None, location="latest"):
         raise AnsibleFilterError("%s: location must be 'latest' or 'run', got %r" % (FQCN, location))
     try:
         return html(doc, index=index, location=location)
-    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+    except (TypeError, ValueError, AttributeError, KeyError, TemplateError) as exc:
         raise AnsibleFilterError("%s: %s" % (FQCN, exc)) from exc
 
 

@@ -44,7 +44,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._report import update_index
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._report import update_index
 
 FQCN = "jetson_llm.speculative.fleet_report_index"
 

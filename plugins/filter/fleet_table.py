@@ -58,7 +58,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._report import table
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._report import table
 
 FQCN = "jetson_llm.speculative.fleet_table"
 

@@ -42,7 +42,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._report import timing
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._report import timing
 
 FQCN = "jetson_llm.speculative.fleet_timing"
 

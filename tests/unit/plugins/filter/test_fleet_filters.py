@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The fleet report filters (fleet_table, fleet_timing, fleet_report, fleet_report_index, fleet_report_html):
-direct calls against the module_utils functions, input checks, and Jinja through Ansible's Templar."""
+direct calls against the plugin_utils functions, input checks, and Jinja through Ansible's Templar."""
 
 import json
 import os
@@ -10,10 +10,10 @@ import pytest
 import yaml
 from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible_collections.jetson_llm.speculative.plugins.filter import fleet_report, fleet_report_html, fleet_report_index, fleet_table, fleet_timing
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _report
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _report, _report_html
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "module_utils"))
+sys.path.insert(0, os.path.join(HERE, "..", "plugin_utils"))
 from test_report_fixtures import T0, fleet  # noqa: E402
 from test_report_html import gain_chart, parse  # noqa: E402
 
@@ -112,7 +112,7 @@ def test_fleet_report_html_direct_and_errors():
     doc = _report.report(fleet(), started=T0, now=T0 + 10)
     index = _report.update_index(None, doc)
     page = fleet_report_html.fleet_report_html(doc, index=index, location="run")
-    assert page == _report.html(doc, index=index, location="run")
+    assert page == _report_html.html(doc, index=index, location="run")
     assert len(gain_chart(parse(page)).find_all("rect", "bar")) == 5
     with pytest.raises(AnsibleFilterError, match="fleet_report_html: location must be 'latest' or 'run'"):
         fleet_report_html.fleet_report_html(doc, location="index")

@@ -12,8 +12,8 @@ import time
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "module_utils"))
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._report import run_id  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "plugin_utils"))
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._report import run_id  # noqa: E402
 from test_report_fixtures import T0, fleet, result  # noqa: E402
 from test_report_html import gain_chart, parse  # noqa: E402
 

@@ -5,7 +5,7 @@ import copy
 import json
 
 import pytest
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _report as r
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _report as r
 from test_report_fixtures import HOSTILE_HOST, HOSTILE_REASON, T0, fleet, result
 
 

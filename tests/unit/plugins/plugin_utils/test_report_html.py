@@ -2,11 +2,13 @@
 """The self-contained HTML report: parsed with Python's html.parser, checked element by element."""
 
 import json
+import os
 import re
 from html.parser import HTMLParser
 
 import pytest
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _report as r
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _report as r
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _report_html as h
 from test_report_fixtures import HOSTILE_HOST, HOSTILE_REASON, T0, fleet, result
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "wbr", "col", "source"}
@@ -88,7 +90,7 @@ def gain_chart(root):
 def _page(results=None, missing=(), index=None, location="latest", started=T0):
     results = fleet() if results is None else results
     doc = r.report(results, missing=list(missing), started=started, now=started + 700, history=index, target_group="specdec_fleet")
-    return doc, r.html(doc, index=r.update_index(index, doc), location=location)
+    return doc, h.html(doc, index=r.update_index(index, doc), location=location)
 
 
 @pytest.fixture(scope="module")
@@ -263,8 +265,8 @@ def test_history_lists_runs_newest_first_with_links():
         doc = r.report(fleet()[: n + 2], started=T0 + 3600 * n, now=T0 + 3600 * n + 600)
         index = r.update_index(index, doc)
         docs.append(doc)
-    latest = parse(r.html(docs[-1], index=index, location="latest"))
-    in_run = parse(r.html(docs[-1], index=json.dumps(index), location="run"))
+    latest = parse(h.html(docs[-1], index=index, location="latest"))
+    in_run = parse(h.html(docs[-1], index=json.dumps(index), location="run"))
     for root, prefix in ((latest, ""), (in_run, "../../")):
         section = next(t for t in root.find_all("table") if "Run (UTC)" in t.all_text())
         rows = section.find_all("tbody")[0].find_all("tr")
@@ -277,7 +279,7 @@ def test_history_lists_runs_newest_first_with_links():
 
 def test_history_notes_an_unreadable_index():
     doc = r.report(fleet()[:1], started=T0, now=T0 + 1)
-    root = parse(r.html(doc, index=r.update_index("{broken", doc)))
+    root = parse(h.html(doc, index=r.update_index("{broken", doc)))
     assert "index.json is not valid JSON" in root.all_text()
 
 
@@ -285,11 +287,40 @@ def test_a_fleet_json_of_the_first_layout_renders():
     """Only ``hosts`` and ``timing``, as fleet.json was written before the run documents."""
     results = fleet()
     old = {"hosts": results, "timing": r.timing(results, started=T0, now=T0 + 800)}
-    root = parse(r.html(json.loads(json.dumps(old))))
+    root = parse(h.html(json.loads(json.dumps(old))))
     assert len(gain_chart(root).find_all("rect", "bar")) == 5
     assert "No runs recorded yet." in root.all_text()
 
 
 def test_location_must_be_known():
     with pytest.raises(ValueError, match="location"):
-        r.html({"hosts": []}, location="elsewhere")
+        h.html({"hosts": []}, location="elsewhere")
+
+
+def test_markup_lives_in_the_template_not_in_python():
+    """The page's markup, style and colours are in the Jinja2 template; the Python modules hold no tag or entity."""
+    tag = re.compile(r"</?[a-zA-Z][a-zA-Z0-9]*(\s[^<>]*)?/?>|&[a-z]+;|&#[0-9]+;")
+    for module in (r, h):
+        with open(module.__file__.replace(".pyc", ".py"), encoding="utf-8") as f:
+            source = f.read()
+        assert [m.group(0) for m in tag.finditer(source) if m.group(0) != "<id>"] == [], module.__name__
+    with open(os.path.join(h.TEMPLATES, h.TEMPLATE), encoding="utf-8") as f:
+        template = f.read()
+    assert "<svg" in template and "--keep:#1a7f37" in template
+    env = h.environment()
+    assert env.autoescape is True and env.finalize is h._clean
+
+
+def test_hostile_run_fields_are_escaped_everywhere():
+    """The group, the run's times and an index entry from an edited index.json reach the page as text."""
+    evil = "<i>g</i>\x07\"'"
+    doc = r.report(fleet()[:2], started=T0, now=T0 + 700, target_group=evil)
+    doc["run"]["started_utc"] = evil
+    index = r.update_index(None, doc)
+    index["runs"][0]["requests_spent"] = "<b>9</b>"
+    root = parse(h.html(doc, index=index))
+    assert not [n for n in root.iter() if n.tag in ("i", "b") and n.all_text() in ("g", "9")]
+    text = root.all_text()
+    assert "group <i>g</i> \"'" in text and "<b>9</b>" in text and "\x07" not in text
+    title = root.find_all("title")[0].all_text()
+    assert title.endswith("\u2013 <i>g</i> \"'")

@@ -3,7 +3,7 @@
 
 import json
 
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _report as r
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _report as r
 from test_report_fixtures import T0, fleet
 
 

@@ -13,7 +13,8 @@ import os
 import random
 
 import yaml
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _report, _stats
+from ansible_collections.jetson_llm.speculative.plugins.module_utils import _stats
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _report
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 RECORD = os.path.join(ROOT, "roles", "speculative_decoding", "tasks", "record.yml")
