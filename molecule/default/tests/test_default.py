@@ -134,7 +134,7 @@ def test_vllm_runs_as_the_service_user_without_new_privileges(host):
     assert [int(v) for v in fields["Uid"].split()] == [uid] * 4
     assert fields["NoNewPrivs"].strip() == "1"
     # The mount-namespace settings (ProtectSystem, ProtectHome, PrivateTmp) are checked as systemd's
-    # unit properties above: inside the simulated host (a rootless container) systemd cannot remount
-    # the file system, so the process's own mount table cannot show them here.
+    # unit properties above, not in the process's mount table: in the simulated host (a rootless
+    # container) that table still shows / read-write, so it proves nothing here.
     # the environment file with the secrets stays root-only; the service never reads it itself
     assert host.file(ENV_FILE).user == "root"
