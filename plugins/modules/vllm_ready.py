@@ -55,8 +55,10 @@ options:
     type: str
   since:
     description:
-      - Only journal lines from this time on (seconds since the epoch) are read when naming a cause.
-        Defaults to the start of the unit's current run.
+      - The cause is named from the journal of the unit's runs seen while waiting, selected by their
+        systemd invocation ids (so clock differences between the controller and the device do not matter).
+      - Only when the unit has no invocation id (it never ran) are the journal lines from this time on
+        (seconds since the epoch, the device's clock) read; without it the last 400 lines of the unit.
     type: float
   fail_on_not_ready:
     description: Fail the task when the server is not ready. Set to V(false) to inspect RV(cause) yourself.
@@ -128,7 +130,7 @@ started_at:
   returned: always
   type: float
 journal_tail:
-  description: Last lines of the unit's journal since O(since) (only when not ready and O(service) is set).
+  description: Last lines of the journal of the unit's runs while waiting (only when not ready and O(service) is set).
   returned: always
   type: list
   elements: str
@@ -144,6 +146,30 @@ from ansible_collections.jetson_llm.speculative.plugins.module_utils._vllm_healt
     probe,
     split_url,
 )
+
+
+def note_invocation(invocations, unit):
+    """Add the unit's current invocation id (from `systemctl show`) to the list when it is new."""
+    inv = (unit or {}).get("InvocationID") or ""
+    if inv and inv not in invocations:
+        invocations.append(inv)
+
+
+def journal_command(journalctl, service, invocations, since=None):
+    """journalctl argv for the lines of the given runs of the unit.
+
+    By invocation id: the unit's own output (_SYSTEMD_INVOCATION_ID) and what systemd logged about
+    those runs (INVOCATION_ID, for example the exit status). Matches of one field are alternatives,
+    "+" joins the two groups. Without an id (a unit that never ran): lines since O(since) when given,
+    else the last 400 lines of the unit.
+    """
+    cmd = [journalctl, "--no-pager", "-o", "cat"]
+    if invocations:
+        return cmd + ["_SYSTEMD_INVOCATION_ID=%s" % i for i in invocations] + ["+"] + ["INVOCATION_ID=%s" % i for i in invocations]
+    cmd += ["-u", service]
+    if since is not None:
+        return cmd + ["--since", "@%d" % int(since)]
+    return cmd + ["-n", "400"]
 
 
 class Waiter:
@@ -167,17 +193,10 @@ class Waiter:
         )
         return parse_systemctl_show(out) if rc == 0 else {}
 
-    def journal(self, invocation=None):
+    def journal(self, invocations=()):
         if not self.journalctl:
             return ""
-        cmd = [self.journalctl, "--no-pager", "-o", "cat", "-u", self.params["service"]]
-        if self.params["since"] is not None:
-            cmd += ["--since", "@%d" % int(self.params["since"])]
-        elif invocation:
-            cmd = [self.journalctl, "--no-pager", "-o", "cat", "_SYSTEMD_INVOCATION_ID=%s" % invocation]
-        else:
-            cmd += ["-n", "400"]
-        rc, out, _err = self.module.run_command(cmd)
+        rc, out, _err = self.module.run_command(journal_command(self.journalctl, self.params["service"], invocations, self.params["since"]))
         return out if rc == 0 else ""
 
     def run(self):
@@ -186,7 +205,10 @@ class Waiter:
         deadline = start + p["timeout"]
         first = self.unit_state()
         restarts0 = first.get("NRestarts")
-        invocation = first.get("InvocationID")
+        # Every run of the unit seen while waiting (systemd restarts it on failure): the journal is
+        # read by these invocation ids, so the device's clock and the controller's never matter.
+        invocations = []
+        note_invocation(invocations, first)
         last = {"state": "loading", "detail": "", "models": []}
         stop_state = None
         while True:
@@ -194,6 +216,7 @@ class Waiter:
             if last["state"] == "ready":
                 break
             unit = self.unit_state()
+            note_invocation(invocations, unit)
             if unit:
                 if unit.get("ActiveState") in ("failed", "inactive") or (restarts0 is not None and unit.get("NRestarts") not in (None, restarts0)):
                     stop_state = "failed"
@@ -217,7 +240,8 @@ class Waiter:
         }
         if result["ready"]:
             return result
-        text = self.journal(invocation)
+        note_invocation(invocations, self.unit_state())
+        text = self.journal(invocations)
         cause, description, evidence = classify_log(text)
         if cause is None:
             if stop_state == "failed":

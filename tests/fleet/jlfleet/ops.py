@@ -128,6 +128,9 @@ def inventory(state):
                 "ansible_ssh_common_args": ssh_common_args(),
                 "ansible_ssh_pipelining": True,
                 "ansible_python_interpreter": "/usr/bin/python3",
+                # what the simulator writes (status files, the memory file of accounting hosts) while it
+                # runs as the unprivileged vllm user under ProtectSystem=strict
+                "vllm_server_read_write_paths": ["/run/vllm-sim", "/etc/vllm-sim/meminfo"],
             },
             "hosts": hosts,
             "children": dict(sorted(children.items())),

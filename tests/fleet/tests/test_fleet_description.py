@@ -244,6 +244,7 @@ def test_inventory_layout(tmp_path):
     inv = yaml.safe_load(out.read_text())["all"]
     assert inv["vars"]["ansible_user"] == "root"
     assert inv["vars"]["ansible_ssh_private_key_file"] == "/k/id_ed25519"
+    assert inv["vars"]["vllm_server_read_write_paths"] == ["/run/vllm-sim", "/etc/vllm-sim/meminfo"]
     assert inv["hosts"]["orin"]["ansible_host"] == "10.200.0.11"
     assert inv["hosts"]["orin"]["vllm_server_model"] == "Qwen/Qwen3-8B"
     assert inv["hosts"]["orin"]["nested"] == {"k": [1, 2]}
