@@ -168,8 +168,8 @@ def journal_command(journalctl, service, invocations, since=None):
         return cmd + ["_SYSTEMD_INVOCATION_ID=%s" % i for i in invocations] + ["+"] + ["INVOCATION_ID=%s" % i for i in invocations]
     cmd += ["-u", service]
     if since is not None:
-        return cmd + ["--since", "@%d" % int(since)]
-    return cmd + ["-n", "400"]
+        return [*cmd, "--since", "@%d" % int(since)]
+    return [*cmd, "-n", "400"]
 
 
 class Waiter:

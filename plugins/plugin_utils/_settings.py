@@ -109,6 +109,25 @@ def optional_name(value):
     return None if value == "" else name(value)
 
 
+_USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+
+
+def user_name(value):
+    return None if _USER_RE.fullmatch(value) else "a Unix user or group name of [a-z0-9_-] starting with a letter or '_' (at most 32)"
+
+
+def user_names(value):
+    if all(isinstance(item, str) and _USER_RE.fullmatch(item) for item in value):
+        return None
+    return "a list of Unix group names of [a-z0-9_-] starting with a letter or '_'"
+
+
+def absolute_paths(value):
+    if all(isinstance(item, str) and absolute_path(item) is None for item in value):
+        return None
+    return "a list of absolute paths of [A-Za-z0-9._/+-], each other than '/' and without '..'"
+
+
 def unit_name(value):
     if _UNIT_RE.fullmatch(value) and not value.endswith((".service", ".")):
         return None
@@ -199,6 +218,10 @@ RULES = {
     "vllm_server_config_dir": absolute_path,
     "vllm_server_state_dir": absolute_path,
     "vllm_server_hf_cache_dir": absolute_path,
+    "vllm_server_user": user_name,
+    "vllm_server_user_home": absolute_path,
+    "vllm_server_gpu_groups": user_names,
+    "vllm_server_read_write_paths": absolute_paths,
     "vllm_server_hf_token": secret,
     "vllm_server_api_key": secret,
     "vllm_server_ready_timeout": int_range(0, 86400),

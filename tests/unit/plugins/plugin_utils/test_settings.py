@@ -77,6 +77,9 @@ def test_required_and_typed():
         ("vllm_server_served_model_name", ["", "qwen3-8b", "org/name"], ["-x", "a b"]),
         ("vllm_server_vllm_version", ["", "0.20.2", "0.11.0rc1", "0.34.0+jetson"], ["latest", "0.20 2"]),
         ("vllm_server_gpu_memory_utilization", [None, 0.05, 0.95], [0.01, 1.0, "0.5"]),
+        ("vllm_server_user", ["vllm", "root", "_vllm"], ["Vllm", "a b", "vllm;id", ""]),
+        ("vllm_server_gpu_groups", [[], ["video", "render"]], [["video", "a b"], "video"]),
+        ("vllm_server_read_write_paths", [[], ["/run/vllm-sim"]], [["/"], ["rel"], ["/a/../b"]]),
     ],
 )
 def test_value_rules(variable, good, bad):
