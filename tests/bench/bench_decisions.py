@@ -87,7 +87,7 @@ def truth(setup, scale):
 
 def scale_for(setup, gain):
     lo, hi = 0.0, 1.5
-    for _step in range(30):
+    for _step in range(14):
         mid = 0.5 * (lo + hi)
         if truth(setup, mid)[0] < gain:
             lo = mid
@@ -259,9 +259,12 @@ def main(argv=None):
     started = time.time()
     settings = {}
     tasks, meta = [], []
-    for ci, (setup, gain) in enumerate(CASES):
-        scale = scale_for(setup, gain)
-        g1, q1, g8 = truth(setup, scale)
+    with multiprocessing.Pool(args.jobs) as pool:
+        scales = pool.starmap(scale_for, CASES)
+        truths = pool.starmap(truth, [(setup, scale) for (setup, _gain), scale in zip(CASES, scales)])
+    for ci, (setup, _gain) in enumerate(CASES):
+        scale = scales[ci]
+        g1, q1, g8 = truths[ci]
         truth_keep = g1 >= THRESHOLD and q1 > 0 and g8 >= -TOLERANCE
         for ni in range(len(NOISES)):
             tasks.append((ci, ni, args.trials, args.seed, args.thermal, args.tau, scale, truth_keep, g1, settings))
@@ -313,7 +316,10 @@ def targets(report):
         ratios.append(ratio)
         if far and row["ours"]["outcome_error"] > limit:
             ok = False
-            lines.append("error %.1f %% > %.0f %%: %s gain %+.1f %% noise %.2f" % (100 * row["ours"]["outcome_error"], 100 * limit, row["setup"], 100 * row["true_gain_c1"], row["noise"]))
+            lines.append(
+                "error %.1f %% > %.0f %%: %s gain %+.1f %% noise %.2f"
+                % (100 * row["ours"]["outcome_error"], 100 * limit, row["setup"], 100 * row["true_gain_c1"], row["noise"])
+            )
         if ratio > 1.0:
             ok = False
             lines.append("device time %.0f %% of published: %s gain %+.1f %% noise %.2f" % (100 * ratio, row["setup"], 100 * row["true_gain_c1"], row["noise"]))
@@ -325,7 +331,9 @@ def targets(report):
 
 
 def print_table(report):
-    print("| Setup | True c=1 / c=8 | Noise | Truth | Ours: error / inconclusive / requests / device s / restarts | Published: error / undefined / requests / device s / restarts | Device time ours/published |")
+    print(
+        "| Setup | True c=1 / c=8 | Noise | Truth | Ours: error / inconclusive / requests / device s / restarts | Published: error / undefined / requests / device s / restarts | Device time ours/published |"
+    )
     print("|---|---|---|---|---|---|---|")
     for row in report["rows"]:
         o, p = row["ours"], row["published"]
