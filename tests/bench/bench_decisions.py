@@ -332,7 +332,8 @@ def targets(report):
 
 def print_table(report):
     print(
-        "| Setup | True c=1 / c=8 | Noise | Truth | Ours: error / inconclusive / requests / device s / restarts | Published: error / undefined / requests / device s / restarts | Device time ours/published |"
+        "| Setup | True c=1 / c=8 | Noise | Truth | Ours: error / inconclusive / requests / device s / restarts "
+        "| Published: error / undefined / requests / device s / restarts | Device time ours/published |"
     )
     print("|---|---|---|---|---|---|---|")
     for row in report["rows"]:
