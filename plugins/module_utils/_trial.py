@@ -42,10 +42,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-try:
-    from ansible_collections.jetson_llm.speculative.plugins.module_utils import _stats
-except ImportError:  # pragma: no cover - running from a copy next to _stats.py on a device
-    import _stats  # type: ignore[no-redef]
+from ansible_collections.jetson_llm.speculative.plugins.module_utils import _stats
 
 BASELINE = _stats.BASELINE
 SPECULATIVE = _stats.SPECULATIVE
