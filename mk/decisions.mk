@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-# Decision statistics (plugins/module_utils/_stats.py, docs/decisions.md): wrong-decision rates and
-# requests spent by the statistical verdict against the published single-run rule, on the vLLM
-# simulator in virtual time and on synthetic blocks. Prints a table; takes a few minutes
-# (BENCH_REPS / BENCH_SYNTHETIC_REPS or BENCH_DECISIONS_ARGS="--reps N" to change the size).
+# Decision benchmark (tests/bench/bench_decisions.py, docs/decisions.md): the role's trial controller
+# (plugins/module_utils/_trial.py) against the published single-run procedure on the vLLM simulator in
+# virtual time; outcome error on the final state, requests, device seconds and restarts per row. Writes
+# build/bench/decisions.json and prints the table. BENCH_TRIALS (default 200 a row) or
+# BENCH_DECISIONS_ARGS="--trials N --jobs J" change the size.
 
 BENCH_DECISIONS_ARGS ?=
 
 .PHONY: bench-decisions
-bench-decisions: collections  ## wrong-decision rate by true gain and noise, requests vs the published rule
+bench-decisions: collections  ## decision error on the final state and device time vs the published procedure
 	$(BIN)/python tests/bench/bench_decisions.py $(BENCH_DECISIONS_ARGS)

@@ -1,29 +1,36 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Decision quality of the statistical verdict against the published single-run rule.
+"""Decision quality and device cost of the role's trial against the published single-run procedure.
 
-Runs every scenario on the vLLM simulator in virtual time (``vllm_sim.engine.simulate_run``) and
-prints, per true effect and noise level, how often each procedure decides wrongly and how many
-requests it spends:
+Both procedures run on the vLLM simulator in virtual time (``vllm_sim.engine.simulate_run``):
 
-* the statistical rule: ``_stats.SequentialTrial`` with its defaults, one simulated block per
-  step (interleaved arms, one vLLM restart per arm switch);
-* the published procedure: one run of 50 prompts at c=1 and c=8 on the baseline, then the same on
-  the speculative server (NVIDIA's Jetson skill: keep at >= +30 % throughput and >= 20 % lower
-  median TPOT at c=1, disable at < +10 % or any c=8 regression, undefined in between).
+* ours: the role's own trial controller, ``plugins/module_utils/_trial.py`` (``_trial.run``), with the
+  role's defaults; the simulated device answers its ``apply`` and ``measure`` actions (a restart costs
+  the simulator's start-up time, ``vllm_sim.startup_time``; a ``measure`` sends the warm-ups it asks
+  for, then the blocks, on the prompts it names) and returns the arm evidence the controller checks;
+* published: one run of 50 prompts at c=1 and c=8 on the serving baseline, a restart, the same on the
+  speculative server (NVIDIA's Jetson skill: keep at >= +30 % throughput and >= 20 % lower median TPOT
+  at c=1, disable below +10 % or at any c=8 regression; in between the skill decides nothing, so the
+  speculative server that was measured last stays).
 
-The device drifts: the simulator's own run-to-run noise (``noise`` setting) plus a thermal decay
-of bandwidth and compute by up to ``--thermal`` over ``--tau`` modelled seconds. The truth of each
-scenario comes from long noise-free runs. A second table repeats the error rates on synthetic
-lognormal blocks (as in the unit tests) for the noise levels the simulator does not reach.
+Both are scored on the FINAL STATE (what serves when the procedure ends: an inconclusive revert is a
+revert) against the truth from long noise-free runs (keep when the c=1 gain is at least the threshold,
+TPOT drops and the c=8 change is at least -tolerance). Cost: requests (warm-ups included), device
+seconds (request time plus restart time, including the restart that leaves the decided arm serving)
+and restarts. Gain left on the table: the mean true c=1 gain of the trials that wrongly end reverted.
 
-Usage: ``python tests/bench/bench_decisions.py [--reps N] [--seed S]`` (``make bench-decisions``).
+The device drifts: the simulator's run-to-run noise plus a thermal slow-down of up to ``--thermal``
+over ``--tau`` modelled seconds. Writes ``build/bench/decisions.json`` and prints the table.
+
+Usage: ``python tests/bench/bench_decisions.py [--trials N] [--jobs J]`` (``make bench-decisions``).
 """
 
 import argparse
+import json
 import math
 import multiprocessing
 import os
 import random
+import statistics
 import sys
 import time
 
@@ -31,41 +38,72 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, ".cache", "collections"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "vllm_sim"))
 
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _stats  # noqa: E402
+from ansible_collections.jetson_llm.speculative.plugins.module_utils import _stats, _trial  # noqa: E402
 from vllm_sim import prompts  # noqa: E402
 from vllm_sim.calibration import DEVICES  # noqa: E402
 from vllm_sim.engine import simulate_run  # noqa: E402
+from vllm_sim.startup_time import startup_seconds  # noqa: E402
 
 OUTPUT_TOKENS = 128
-RESTART_S = 90.0  # modelled seconds lost per vLLM restart (arm switch)
 PUBLISHED_PROMPTS = 50
-# Synthetic blocks: the noise level is the run-to-run noise of a block of the default size.
-DEFAULT_BLOCK = {1: _stats.DEFAULTS["requests_c1"], 8: _stats.DEFAULTS["requests_c8"]}
+PUBLISHED_WARMUPS = 2
+THRESHOLD = _stats.DEFAULTS["min_gain"]
+TOLERANCE = _stats.DEFAULTS["c8_tolerance"]
 LLAMA = ("agx-orin-64gb", "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", 3)
 QWEN_INT4 = ("agx-orin-64gb", "RedHatAI/Qwen3-8B-quantized.w4a16", "AngelSlim/Qwen3-8B_eagle3", 3)
 THOR_FP4 = ("thor-t5000", "nvidia/Llama-3.1-8B-Instruct-FP4", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", 5)
 
-# (label, (device, target, speculator, k), acceptance_scale): the acceptance scale moves the true gain.
-SCENARIOS = [
-    ("no gain, c=8 regresses (Thor FP4, k=5, weak head)", THOR_FP4, 0.8),
-    ("+4 % (AGX Orin Llama BF16, weak head)", LLAMA, 0.24),
-    ("+15 % (AGX Orin Llama BF16)", LLAMA, 0.35),
-    ("+21 % (AGX Orin Llama BF16)", LLAMA, 0.40),
-    ("+51 % (AGX Orin Llama BF16)", LLAMA, 0.60),
-    ("+55 % at c=1, c=8 -41 % (AGX Orin Qwen3 INT4)", QWEN_INT4, 1.0),
+# (setup, wanted true c=1 gain or None for acceptance scale 1.0): the acceptance scale that gives the
+# wanted gain is found by bisection on noise-free runs.
+CASES = [
+    (LLAMA, 0.0),
+    (LLAMA, THRESHOLD - 0.05),
+    (LLAMA, THRESHOLD + 0.05),
+    (LLAMA, 0.50),
+    (QWEN_INT4, THRESHOLD + 0.05),
+    (QWEN_INT4, 0.50),
+    (THOR_FP4, THRESHOLD + 0.05),
 ]
 NOISES = (0.02, 0.05, 0.10)
-SYNTHETIC_CASES = [(0.0, 0.05), (0.05, 0.05), (0.15, 0.05), (0.30, 0.05), (0.60, 0.05), (0.60, 0.0), (0.60, -0.10)]
+CHAT = prompts.chat_messages()
 
 
-class Host:
-    """One simulated device across a trial: a virtual clock, thermal state and the served arm."""
+def spec_config(setup):
+    _device, _target, head, k = setup
+    return {"method": "eagle3", "model": head, "num_speculative_tokens": k}
 
-    def __init__(self, scenario, noise, rng, thermal, tau):
-        _label, (device, target, head, k), scale = scenario
+
+def truth(setup, scale):
+    """Noise-free, drift-free long runs: (c=1 gain, c=1 median TPOT reduction, c=8 change)."""
+    device, target, _head, _k = setup
+    settings = {"device": DEVICES[device], "noise": 0.0, "seed": 1, "acceptance_scale": scale}
+    out = []
+    for c, n in ((1, 96), (8, 256)):
+        b = simulate_run(settings, target, None, CHAT, c, OUTPUT_TOKENS, seed=3, num_prompts=n)
+        s = simulate_run(settings, target, spec_config(setup), CHAT, c, OUTPUT_TOKENS, seed=3, num_prompts=n)
+        out.append((s["output_throughput"] / b["output_throughput"] - 1, 1 - s["median_tpot_ms"] / b["median_tpot_ms"]))
+    return out[0][0], out[0][1], out[1][0]
+
+
+def scale_for(setup, gain):
+    lo, hi = 0.0, 1.5
+    for _step in range(14):
+        mid = 0.5 * (lo + hi)
+        if truth(setup, mid)[0] < gain:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+class Device:
+    """One simulated device across a trial: virtual clock, thermal state, served arm and its invocation."""
+
+    def __init__(self, setup, scale, noise, rng, thermal, tau):
+        device, target, _head, _k = setup
         self.device = dict(DEVICES[device])
         self.target = target
-        self.spec = {"method": "eagle3", "model": head, "num_speculative_tokens": k}
+        self.spec = spec_config(setup)
         self.scale = scale
         self.noise = noise
         self.rng = rng
@@ -73,55 +111,86 @@ class Host:
         self.tau = tau
         self.clock = 0.0
         self.arm = "baseline"
-        self.chat = prompts.chat_messages()
+        self.invocation = 1
+        self.config_written = -1.0
+        self.started = 0.0
+        self.restarts = 0
+        self.requests = 0
+        self.startup = {"baseline": startup_seconds(target), "speculative": startup_seconds(target, self.spec)}
+
+    def restart(self, arm):
+        self.config_written = self.clock
+        self.clock += self.startup[arm]
+        self.started = self.clock
+        self.arm = arm
+        self.invocation += 1
+        self.restarts += 1
 
     def run(self, arm, concurrency, n, offset=0):
-        if arm != self.arm:
-            self.clock += RESTART_S
-            self.arm = arm
         factor = 1.0 - self.thermal * (1.0 - math.exp(-self.clock / self.tau))
         device = dict(self.device, bandwidth_gbs=self.device["bandwidth_gbs"] * factor)
         device["tflops"] = self.device["tflops"] * factor
-        seed = self.rng.randrange(2**31)
+        seed = self.rng.randrange(2**31)  # device noise: never the benchmark's seed
         settings = {"device": device, "noise": self.noise, "seed": seed, "acceptance_scale": self.scale}
-        chat = self.chat[offset % len(self.chat) :] + self.chat[: offset % len(self.chat)]
+        chat = CHAT[offset % len(CHAT) :] + CHAT[: offset % len(CHAT)]
         spec = self.spec if arm == "speculative" else None
         r = simulate_run(settings, self.target, spec, chat, concurrency, OUTPUT_TOKENS, seed=seed, num_prompts=n)
         self.clock += r["duration"]
+        self.requests += n
+        return r
+
+    # the controller's actions
+    def apply(self, action):
+        if action["arm"] != self.arm:
+            self.restart(action["arm"])
         return {
-            "output_throughput": r["output_throughput"],
-            "median_tpot_ms": r["median_tpot_ms"],
-            "completed": r["completed"],
-            "failed": r["failed"],
-            "samples": {"output_tokens": [q["output_tokens"] for q in r["requests"]]},
+            "arm": action["arm"],
+            "rung": action.get("rung", 0),
+            "ok": True,
+            "invocation": self.invocation,
+            "config_written": self.config_written,
+            "server_started": self.started,
         }
 
+    def measure(self, action):
+        blocks = []
+        for step in action["blocks"]:
+            before = self.invocation
+            if step.get("warmups"):
+                self.run(self.arm, step["concurrency"], step["warmups"], step["prompt_offset"])
+            r = self.run(self.arm, step["concurrency"], step["n_requests"], step["prompt_offset"])
+            block = dict(step)
+            block.update(
+                output_throughput=r["output_throughput"],
+                median_tpot_ms=r["median_tpot_ms"],
+                completed=r["completed"],
+                failed=r["failed"],
+                samples={"output_tokens": [q["output_tokens"] for q in r["requests"]]},
+                spec_metrics="spec_decode_num_drafts" in r,
+                invocation_before=before,
+                invocation_after=self.invocation,
+            )
+            if "spec_decode_num_drafts" in r:
+                block["spec_decode"] = {
+                    "num_drafts": r["spec_decode_num_drafts"],
+                    "accepted_tokens": r["spec_decode_accepted_tokens"],
+                    "draft_tokens": r["spec_decode_draft_tokens"],
+                }
+            blocks.append(block)
+        return {"blocks": blocks}
 
-def truth(scenario):
-    """Noise-free, drift-free long runs: (c=1 gain, c=1 median TPOT reduction, c=8 change)."""
-    _label, (device, target, head, k), scale = scenario
-    settings = {"device": DEVICES[device], "noise": 0.0, "seed": 1, "acceptance_scale": scale}
-    spec = {"method": "eagle3", "model": head, "num_speculative_tokens": k}
-    chat = prompts.chat_messages()
-    out = []
-    for c, n in ((1, 96), (8, 256)):
-        b = simulate_run(settings, target, None, chat, c, OUTPUT_TOKENS, seed=3, num_prompts=n)
-        s = simulate_run(settings, target, spec, chat, c, OUTPUT_TOKENS, seed=3, num_prompts=n)
-        out.append((s["output_throughput"] / b["output_throughput"] - 1, 1 - s["median_tpot_ms"] / b["median_tpot_ms"]))
-    return out[0][0], out[0][1], out[1][0]
+    def leave(self, arm):
+        """Make the decided arm serve (a restart when another arm serves)."""
+        if arm != self.arm:
+            self.restart(arm)
 
 
-def ours(scenario, noise, rng, thermal, tau):
-    host = Host(scenario, noise, rng, thermal, tau)
-    pairs = {}
-
-    def measure(step):
-        key = (step["concurrency"], step["arm"])
-        pairs[key] = pairs.get(key, 0) + 1
-        offset = (pairs[key] - 1) * step["n_requests"]  # both arms of a round see the same prompts
-        return host.run(step["arm"], step["concurrency"], step["n_requests"], offset)
-
-    return _stats.SequentialTrial().run(measure)
+def ours(dev, settings):
+    final, _observations = _trial.run(settings, dev.apply, dev.measure)
+    kept = final["outcome"] == "keep"
+    dev.leave("speculative" if kept else "baseline")
+    inconclusive = final["cause"].get("label") == "revert (inconclusive)"
+    return kept, inconclusive
 
 
 def published_rule(gain, tpot_drop, c8):
@@ -132,190 +201,169 @@ def published_rule(gain, tpot_drop, c8):
     return "undefined"
 
 
-def published(scenario, noise, rng, thermal, tau):
-    host = Host(scenario, noise, rng, thermal, tau)
+def published(dev):
     runs = {}
     for arm in ("baseline", "speculative"):
+        dev.leave(arm)
         for c in (1, 8):
-            runs[(arm, c)] = host.run(arm, c, PUBLISHED_PROMPTS)
+            dev.run(arm, c, PUBLISHED_WARMUPS)
+            runs[(arm, c)] = dev.run(arm, c, PUBLISHED_PROMPTS)
     gain = runs[("speculative", 1)]["output_throughput"] / runs[("baseline", 1)]["output_throughput"] - 1
     drop = 1 - runs[("speculative", 1)]["median_tpot_ms"] / runs[("baseline", 1)]["median_tpot_ms"]
     c8 = runs[("speculative", 8)]["output_throughput"] / runs[("baseline", 8)]["output_throughput"] - 1
-    return published_rule(gain, drop, c8)
+    decision = published_rule(gain, drop, c8)
+    kept = decision != "revert"  # "undefined" leaves the measured speculative server serving
+    dev.leave("speculative" if kept else "baseline")
+    return kept, decision == "undefined"
 
 
-def synthetic_measure(rng, g1, g8, sigma, drift_total):
-    q1 = 1.0 - 1.0 / (1.0 + 1.2 * g1)
-
-    def measure(step):
-        i = step["index"]
-        drift = -drift_total * (1.0 - math.exp(-i / 12.0))
-        sd = sigma * math.sqrt(DEFAULT_BLOCK[step["concurrency"]] / step["n_requests"])
-        spec = step["arm"] == "speculative"
-        e = rng.gauss(0.0, sd)
-        if step["concurrency"] == 1:
-            thr = 30.0 * ((1 + g1) if spec else 1.0) * math.exp(drift + e)
-            tpot = 33.0 * ((1 - q1) if spec else 1.0) * math.exp(-drift - 0.8 * e + rng.gauss(0.0, 0.6 * sd))
-        else:
-            thr = 140.0 * ((1 + g8) if spec else 1.0) * math.exp(drift + e)
-            tpot = 50.0 * math.exp(-drift + rng.gauss(0.0, sd))
-        return {"output_throughput": thr, "median_tpot_ms": tpot, "completed": step["n_requests"], "failed": 0}
-
-    return measure
+def summarise(results, truth_keep, true_gain):
+    n = len(results)
+    wrong = [r for r in results if r["kept"] != truth_keep]
+    return {
+        "outcome_error": len(wrong) / n,
+        "inconclusive": sum(r["inconclusive"] for r in results) / n,
+        "requests_median": statistics.median(r["requests"] for r in results),
+        "device_seconds_median": round(statistics.median(r["seconds"] for r in results), 1),
+        "restarts_median": statistics.median(r["restarts"] for r in results),
+        # expected true c=1 gain lost per trial: the gain of the wrongly reverted runs over all runs
+        "gain_left_on_table": round(true_gain * len(wrong) / n, 4) if truth_keep else 0.0,
+    }
 
 
-def summarise(verdicts, truth_keep):
-    n = len(verdicts)
-    keep = sum(v["decision"] == "keep" for v in verdicts)
-    inconclusive = sum(v["label"] == "revert (inconclusive)" for v in verdicts)
-    wrong = sum(1 for v in verdicts if v["label"] != "revert (inconclusive)" and (v["decision"] == "keep") != truth_keep)
-    requests = sum(v["requests_spent"] for v in verdicts) / n
-    switches = sum(v["arm_switches"] for v in verdicts) / n
-    return keep, inconclusive, wrong, requests, switches
-
-
-def simulator_cell(task):
-    """One scenario x noise cell: (our verdict summary, published decisions)."""
-    si, ni, reps, seed, thermal, tau, truth_keep = task
-    scenario, noise = SCENARIOS[si], NOISES[ni]
-    rng = random.Random("%d:%d:%d" % (seed, si, ni))
-    verdicts = [ours(scenario, noise, rng, thermal, tau) for _trial in range(reps)]
-    pub = [published(scenario, noise, rng, thermal, tau) for _trial in range(reps)]
-    return summarise(verdicts, truth_keep), pub
-
-
-def synthetic_cell(task):
-    ci, ni, reps, seed, g1, g8, truth_keep = task
-    rng = random.Random("%d:synthetic:%d:%d" % (seed, ci, ni))
-    verdicts = [_stats.SequentialTrial().run(synthetic_measure(rng, g1, g8, NOISES[ni], 0.05)) for _trial in range(reps)]
-    return summarise(verdicts, truth_keep)
-
-
-def pct(count, n):
-    return "%.1f %%" % (100.0 * count / n)
+def cell(task):
+    ci, ni, trials, seed, thermal, tau, scale, truth_keep, true_gain, settings = task
+    setup = CASES[ci][0]
+    noise = NOISES[ni]
+    out = {}
+    for name in ("ours", "published"):
+        rng = random.Random("%d:%s:%d:%d" % (seed, name, ci, ni))
+        results = []
+        for _trial_number in range(trials):
+            dev = Device(setup, scale, noise, rng, thermal, tau)
+            kept, inconclusive = ours(dev, settings) if name == "ours" else published(dev)
+            results.append({"kept": kept, "inconclusive": inconclusive, "requests": dev.requests, "seconds": dev.clock, "restarts": dev.restarts})
+        out[name] = summarise(results, truth_keep, true_gain)
+    return out
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("--reps", type=int, default=int(os.environ.get("BENCH_REPS", "50")))
-    parser.add_argument("--synthetic-reps", type=int, default=int(os.environ.get("BENCH_SYNTHETIC_REPS", "300")))
+    parser.add_argument("--trials", type=int, default=int(os.environ.get("BENCH_TRIALS", "200")))
     parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--thermal", type=float, default=0.05, help="largest thermal slow-down (fraction)")
     parser.add_argument("--tau", type=float, default=600.0, help="thermal time constant (modelled seconds)")
+    parser.add_argument("--output", default=os.path.join(ROOT, "build", "bench", "decisions.json"))
     args = parser.parse_args(argv)
-    defaults = _stats.DEFAULTS
-    min_gain, tol = defaults["min_gain"], defaults["c8_tolerance"]
     started = time.time()
-
-    print("## Statistical rule vs the published single-run rule (vLLM simulator, virtual time)")
-    print()
-    print(
-        "Repetitions per cell: %d; thermal slow-down up to %.0f %% (time constant %.0f s); %d s per restart."
-        % (args.reps, 100 * args.thermal, args.tau, RESTART_S)
-    )
-    print(
-        "Statistical rule: defaults (min_gain %.2f, c8_tolerance %.2f, confidence %.2f, %s, rounds %d-%d, "
-        "%d/%d requests per block at c=1/c=8). Wrong = a conclusive decision against the truth; "
-        "inconclusive runs revert by design and are counted apart. Published: one run of %d prompts per "
-        "arm and concurrency (%d requests); flips = decisions that differ from the same rule on noise-free data."
-        % (
-            min_gain,
-            tol,
-            defaults["confidence"],
-            defaults["spending"],
-            defaults["min_rounds"],
-            defaults["max_rounds"],
-            defaults["requests_c1"],
-            defaults["requests_c8"],
-            PUBLISHED_PROMPTS,
-            4 * PUBLISHED_PROMPTS,
-        )
-    )
-    print()
-    print(
-        "| Scenario | Noise | True c=1 gain / TPOT drop / c=8 | Truth | Keep | Inconclusive | Wrong | Requests "
-        "| Restarts | Published keep / revert / undefined | Published flips |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    totals = {"wrong": 0, "n": 0, "pub_flips": 0, "pub_wrong": 0}
-    truths = [truth(scenario) for scenario in SCENARIOS]
-    tasks = []
-    for si, (g1, q1, g8) in enumerate(truths):
-        truth_keep = g1 >= min_gain and q1 > 0 and g8 >= -tol
-        tasks.extend((si, ni, args.reps, args.seed, args.thermal, args.tau, truth_keep) for ni in range(len(NOISES)))
+    settings = {}
+    tasks, meta = [], []
     with multiprocessing.Pool(args.jobs) as pool:
-        results = pool.map(simulator_cell, tasks)
-        synthetic_tasks = []
-        for ci, (g1, g8) in enumerate(SYNTHETIC_CASES):
-            truth_keep = g1 >= min_gain and g8 >= -tol
-            synthetic_tasks.extend((ci, ni, args.synthetic_reps, args.seed, g1, g8, truth_keep) for ni in range(len(NOISES)))
-        synthetic_results = pool.map(synthetic_cell, synthetic_tasks)
-    for task, ((keep, inconclusive, wrong, requests, switches), pub) in zip(tasks, results):
-        si, ni, _reps, _seed, _thermal, _tau, truth_keep = task
-        g1, q1, g8 = truths[si]
-        pub_truth = published_rule(g1, q1, g8)
-        counts = {d: pub.count(d) for d in ("keep", "revert", "undefined")}
-        flips = sum(d != pub_truth for d in pub)
-        pub_wrong = sum(d in ("keep", "revert") and (d == "keep") != truth_keep for d in pub)
-        totals["wrong"] += wrong
-        totals["n"] += args.reps
-        totals["pub_flips"] += flips
-        totals["pub_wrong"] += pub_wrong
-        print(
-            "| %s | %.0f %% | %+.1f %% / %.1f %% / %+.1f %% | %s | %s | %s | %s | %.0f | %.1f | %d / %d / %d | %s |"
-            % (
-                SCENARIOS[si][0],
-                100 * NOISES[ni],
-                100 * g1,
-                100 * q1,
-                100 * g8,
-                "keep" if truth_keep else "revert",
-                pct(keep, args.reps),
-                pct(inconclusive, args.reps),
-                pct(wrong, args.reps),
-                requests,
-                switches,
-                counts["keep"],
-                counts["revert"],
-                counts["undefined"],
-                pct(flips, args.reps),
-            )
+        scales = pool.starmap(scale_for, CASES)
+        truths = pool.starmap(truth, [(setup, scale) for (setup, _gain), scale in zip(CASES, scales)])
+    for ci, (setup, _gain) in enumerate(CASES):
+        scale = scales[ci]
+        g1, q1, g8 = truths[ci]
+        truth_keep = g1 >= THRESHOLD and q1 > 0 and g8 >= -TOLERANCE
+        for ni in range(len(NOISES)):
+            tasks.append((ci, ni, args.trials, args.seed, args.thermal, args.tau, scale, truth_keep, g1, settings))
+            meta.append((setup, scale, g1, q1, g8, truth_keep))
+    with multiprocessing.Pool(args.jobs) as pool:
+        results = pool.map(cell, tasks)
+    rows = []
+    for task, (setup, scale, g1, q1, g8, truth_keep), res in zip(tasks, meta, results):
+        rows.append(
+            {
+                "setup": "%s %s k=%d" % (setup[0], setup[1].split("/")[-1], setup[3]),
+                "acceptance_scale": round(scale, 4),
+                "true_gain_c1": round(g1, 4),
+                "true_tpot_drop_c1": round(q1, 4),
+                "true_gain_c8": round(g8, 4),
+                "noise": NOISES[task[1]],
+                "truth": "keep" if truth_keep else "revert",
+                "trials": args.trials,
+                "ours": res["ours"],
+                "published": res["published"],
+            }
         )
+    report = {
+        "threshold": THRESHOLD,
+        "c8_tolerance": TOLERANCE,
+        "thermal": args.thermal,
+        "tau_s": args.tau,
+        "published_prompts": PUBLISHED_PROMPTS,
+        "settings": settings,
+        "rows": rows,
+    }
+    os.makedirs(os.path.dirname(args.output), exist_ok=True)
+    with open(args.output, "w", encoding="utf-8") as handle:
+        json.dump(report, handle, indent=1)
+    print_table(report)
     print()
-    print(
-        "Overall: statistical rule wrong in %s of %d trials; published rule flipped in %s and decided "
-        "against the statistical truth in %s."
-        % (
-            pct(totals["wrong"], totals["n"]),
-            totals["n"],
-            pct(totals["pub_flips"], totals["n"]),
-            pct(totals["pub_wrong"], totals["n"]),
-        )
-    )
-    print()
-    print("## Statistical rule on synthetic lognormal blocks (unit-test model, thermal drift -5 %)")
-    print()
-    print("| True c=1 gain | True c=8 | Block noise | Truth | Keep | Inconclusive | Wrong | Requests |")
-    print("|---|---|---|---|---|---|---|---|")
-    for task, (keep, inconclusive, wrong, requests, _switches) in zip(synthetic_tasks, synthetic_results):
-        ci, ni, n, _seed, g1, g8, truth_keep = task
-        print(
-            "| %+.0f %% | %+.0f %% | %.0f %% | %s | %s | %s | %s | %.0f |"
-            % (
-                100 * g1,
-                100 * g8,
-                100 * NOISES[ni],
-                "keep" if truth_keep else "revert",
-                pct(keep, n),
-                pct(inconclusive, n),
-                pct(wrong, n),
-                requests,
-            )
-        )
-    print()
-    print("(%.0f s)" % (time.time() - started))
+    print("(%d trials a row, %.0f s; %s)" % (args.trials, time.time() - started, os.path.relpath(args.output, ROOT)))
     return 0
+
+
+def targets(report):
+    """The targets of the benchmark: (all met, lines)."""
+    lines, ok = [], True
+    ratios = []
+    for row in report["rows"]:
+        far = abs(row["true_gain_c1"] - report["threshold"]) >= 0.05 - 1e-3 and abs(row["true_gain_c8"] + report["c8_tolerance"]) >= 0.05 - 1e-3
+        limit = 0.05 if row["noise"] >= 0.10 else 0.01
+        ratio = row["ours"]["device_seconds_median"] / row["published"]["device_seconds_median"]
+        ratios.append(ratio)
+        if far and row["ours"]["outcome_error"] > limit:
+            ok = False
+            lines.append(
+                "error %.1f %% > %.0f %%: %s gain %+.1f %% noise %.2f"
+                % (100 * row["ours"]["outcome_error"], 100 * limit, row["setup"], 100 * row["true_gain_c1"], row["noise"])
+            )
+        if ratio > 1.0:
+            ok = False
+            lines.append("device time %.0f %% of published: %s gain %+.1f %% noise %.2f" % (100 * ratio, row["setup"], 100 * row["true_gain_c1"], row["noise"]))
+    median_ratio = statistics.median(ratios)
+    if median_ratio > 0.5:
+        ok = False
+    lines.append("median device-time ratio ours/published over the grid: %.0f %% (target <= 50 %%)" % (100 * median_ratio))
+    return ok, lines
+
+
+def print_table(report):
+    print(
+        "| Setup | True c=1 / c=8 | Noise | Truth | Ours: error / inconclusive / requests / device s / restarts "
+        "| Published: error / undefined / requests / device s / restarts | Device time ours/published |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for row in report["rows"]:
+        o, p = row["ours"], row["published"]
+        print(
+            "| %s | %+.1f %% / %+.1f %% | %.0f %% | %s | %.1f %% / %.1f %% / %g / %.0f / %g | %.1f %% / %.1f %% / %g / %.0f / %g | %.0f %% |"
+            % (
+                row["setup"],
+                100 * row["true_gain_c1"],
+                100 * row["true_gain_c8"],
+                100 * row["noise"],
+                row["truth"],
+                100 * o["outcome_error"],
+                100 * o["inconclusive"],
+                o["requests_median"],
+                o["device_seconds_median"],
+                o["restarts_median"],
+                100 * p["outcome_error"],
+                100 * p["inconclusive"],
+                p["requests_median"],
+                p["device_seconds_median"],
+                p["restarts_median"],
+                100 * o["device_seconds_median"] / p["device_seconds_median"],
+            )
+        )
+    ok, lines = targets(report)
+    print()
+    for line in lines:
+        print(line)
+    print("targets %s" % ("met" if ok else "NOT met"))
 
 
 if __name__ == "__main__":
