@@ -46,6 +46,11 @@ attributes:
   platform:
     support: full
     platforms: posix
+  action_group:
+    description: Use C(group/jetson_llm.speculative.rollout) in C(module_defaults) to set defaults for this module.
+    support: full
+    membership:
+      - jetson_llm.speculative.rollout
 options:
   path:
     description:
