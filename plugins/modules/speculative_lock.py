@@ -24,13 +24,13 @@ description:
     module exits, even when it is killed, so two modules that start at the same moment are served one
     after the other and exactly one of them gets the lock. The file is written to a temporary name and
     linked or renamed into place, so a reader never sees half a lock.
-  - A lock held by another run is C(busy) (the message reads C(busy: rollout <id> since <UTC time>)) unless
-    it is stale. It is stale when it expired (C(expires_at) passed: the holder stopped renewing it), when
+  - A lock held by another run is C(busy) (the message reads C(busy) followed by C(rollout <id> since <UTC time>)) unless
+    it is stale. It is stale when it expired (C(expires_at) passed, so the holder stopped renewing it), when
     its run is listed in O(dead_runs) (the caller knows that run died, for example because its controller
     process is gone), when its holder process ran on this very host and is gone, or, only when O(force) is
     set, always. A stale lock is moved aside to C(<path>.broken-<UTC time>) (the newest five are kept) and
     returned in RV(broken), then the lock is taken.
-  - Taking the lock again with the same O(run_id) renews C(expires_at) and reports C(changed=false): the
+  - Taking the lock again with the same O(run_id) renews C(expires_at) and reports C(changed=false), as the
     holder did not change. A long trial renews the lock before each step so that O(ttl) can stay short.
 author:
   - Jetson LLM maintainers (@jetson-llm)
@@ -156,9 +156,10 @@ broken:
   sample: {"run_id": "20261203T051000Z-9c1e", "reason": "expired at 2026-12-03T05:40:00Z",
            "moved_to": "/var/lib/jetson_llm/speculative/rollout.lock.broken-20261203T064131Z"}
 msg:
-  description: What happened, for example C(busy: rollout 20261203T051000Z-9c1e since 2026-12-03T05:10:00Z (controller ctl-2)).
+  description: What happened.
   returned: always
   type: str
+  sample: "busy: rollout 20261203T051000Z-9c1e since 2026-12-03T05:10:00Z (controller ctl-2)"
 """
 
 import errno
