@@ -111,7 +111,7 @@ def _race(path, n, now=None):
         proc.start()
     time.sleep(0.2)
     start.set()
-    results = [queue.get(timeout=60) for _ in procs]
+    results = [queue.get(timeout=60) for _proc in procs]
     for proc in procs:
         proc.join(30)
         assert proc.exitcode == 0

@@ -82,7 +82,8 @@ def test_config_current_by_record(tmp_path):
     res = info.config_info(paths, "/run/vllm/config.sha256", _record(paths), None, UNIT, True)
     assert res["start_record"] == "current" and res["config_evidence"] == "record"
     assert res["config_current"] is True and res["started_after_config"] is True
-    assert res["config_sha256"] == res["started_config_sha256"] is not None
+    assert res["config_sha256"] is not None
+    assert res["config_sha256"] == res["started_config_sha256"]
     assert res["differences"] == []
     # content changed but the file is older than the start (mtime restored): the record still sees it
     (tmp_path / "serve.yaml").write_text("model: y\n")
