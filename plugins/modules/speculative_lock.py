@@ -340,7 +340,7 @@ def acquire(path, run_id, controller=None, pid=None, ttl=3600.0, dead_runs=(), f
     if not os.path.isdir(directory):
         if check:
             return result(True, False, None, None, "would take the lock %s (its directory does not exist yet)" % path, changed=True, holder=None)
-        os.makedirs(directory, 0o755)
+        os.makedirs(directory, 0o755, exist_ok=True)  # concurrent first runs create it together
     with Guard(directory, wait):
         now = time.time() if now is None else now
         current = read_lock(path)
