@@ -101,7 +101,14 @@ clock = time.perf_counter
 
 
 class BenchError(Exception):
-    """The benchmark could not produce a valid result; the message says why and where."""
+    """The benchmark could not produce a valid result; the message says why and where.
+
+    ``cause`` is ``"hung"`` when the watchdog found that the server stopped answering, else ``"error"``.
+    """
+
+    def __init__(self, message, cause="error"):
+        super().__init__(message)
+        self.cause = cause
 
 
 class _NotReady(Exception):
@@ -382,7 +389,7 @@ def build_payload(endpoint, model, prompt, output_len, *, temperature=0.0, seed=
     return payload
 
 
-def stream_request(server, path, payload, timeout, deadline=None):
+def stream_request(server, path, payload, timeout, deadline=None, watchdog=None):
     """POST one streaming request and time it; never raises for request-level failures.
 
     The request is bounded by ``timeout`` seconds and by the absolute ``deadline`` (``clock()``
@@ -404,6 +411,8 @@ def stream_request(server, path, payload, timeout, deadline=None):
     try:
         conn.connect()
         sock = conn.sock
+        if watchdog is not None:
+            watchdog.started(id(conn), sock)
         conn.request(
             "POST",
             server.path(path),
@@ -430,10 +439,13 @@ def stream_request(server, path, payload, timeout, deadline=None):
                 if tail is not None:
                     acc.event(tail, now)
                 break
+            gaps = len(acc.itl)
             for event in parser.feed(data):
                 acc.event(event, now)
                 if acc.done or acc.error:
                     break
+            if watchdog is not None:
+                watchdog.progress(now, acc.itl[gaps:])
         return acc.record(clock())
     except (socket.timeout, TimeoutError):
         cause = "run deadline reached" if limit < start + float(timeout) else "request timeout"
@@ -443,6 +455,8 @@ def stream_request(server, path, payload, timeout, deadline=None):
         acc.error = describe_exception(exc)
         return acc.record(clock())
     finally:
+        if watchdog is not None:
+            watchdog.finished(id(conn))
         conn.close()
 
 
@@ -764,10 +778,83 @@ def server_version(server, timeout=10.0):
         return None
 
 
+# --------------------------------------------------------------------------- watchdog
+
+
+class Watchdog:
+    """Detects a server that stopped answering while requests are in flight.
+
+    Progress is any byte received on any in-flight request; the clock also restarts when a request
+    starts while none was in flight. When nothing arrives for ``limit()`` seconds the watchdog trips:
+    it shuts down the sockets of every in-flight request (their blocking reads return at once) and
+    the runner starts no further request. ``limit()`` is ``max(minimum, factor x the slowest
+    inter-token gap seen so far)``; before the first gap is known it is ``3 x minimum``. A
+    ``minimum`` of 0 disables the watchdog.
+    """
+
+    def __init__(self, minimum=10.0, factor=20.0):
+        self.minimum = float(minimum)
+        self.factor = float(factor)
+        self.slowest_gap = None
+        self.last = clock()
+        self.inflight = {}
+        self.hung = False
+        self.stalled_for = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self):
+        return self.minimum > 0
+
+    def limit(self):
+        if self.slowest_gap is None:
+            return 3.0 * self.minimum
+        return max(self.minimum, self.factor * self.slowest_gap)
+
+    def started(self, key, sock):
+        with self._lock:
+            if not self.inflight:
+                self.last = clock()
+            self.inflight[key] = sock
+
+    def finished(self, key):
+        with self._lock:
+            self.inflight.pop(key, None)
+
+    def progress(self, now, gaps=()):
+        with self._lock:
+            self.last = max(self.last, now)
+            for gap in gaps:
+                if self.slowest_gap is None or gap > self.slowest_gap:
+                    self.slowest_gap = gap
+
+    def check(self, now=None):
+        """Trip when requests are in flight and nothing arrived for ``limit()`` s; returns ``hung``."""
+        if not self.enabled or self.hung:
+            return self.hung
+        now = clock() if now is None else now
+        with self._lock:
+            if not self.inflight or now - self.last < self.limit():
+                return False
+            self.hung = True
+            self.stalled_for = now - self.last
+            socks = list(self.inflight.values())
+        for sock in socks:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        return True
+
+    def reason(self):
+        gap = "no inter-token gap measured yet" if self.slowest_gap is None else "slowest inter-token gap %.0f ms" % (self.slowest_gap * 1000.0)
+        return "vLLM stopped answering: no token and no progress for %.1f s (limit %.1f s: %s)" % (self.stalled_for, self.limit(), gap)
+
+
 # --------------------------------------------------------------------------- runner
 
 
-def run_requests(server, path, jobs, concurrency, *, timeout, deadline):
+def run_requests(server, path, jobs, concurrency, *, timeout, deadline, watchdog=None):
     """Run ``jobs`` (list of ``(prompt_id, payload)``) with ``concurrency`` worker threads.
 
     Each worker takes the next job in order; a job that cannot start before ``deadline`` fails
@@ -785,7 +872,14 @@ def run_requests(server, path, jobs, concurrency, *, timeout, deadline):
             if index >= len(jobs):
                 return
             prompt_id, payload = jobs[index]
-            rec = stream_request(server, path, payload, timeout, deadline)
+            if watchdog is not None and watchdog.hung:
+                rec = new_record()
+                rec["start"] = rec["end"] = clock()
+                rec["error"] = "not sent: " + watchdog.reason()
+            else:
+                rec = stream_request(server, path, payload, timeout, deadline, watchdog)
+                if watchdog is not None and watchdog.hung and not rec["ok"]:
+                    rec["error"] = watchdog.reason()
             rec["prompt_id"] = prompt_id
             records[index] = rec
 
@@ -795,9 +889,13 @@ def run_requests(server, path, jobs, concurrency, *, timeout, deadline):
     start = clock()
     for thread in threads:
         thread.start()
+    join_until = max(deadline, clock()) + 5.0
     for thread in threads:
         # stream_request is bounded by ``deadline``; the grace covers the last read and cleanup.
-        thread.join(max(0.0, deadline - clock()) + 5.0)
+        while thread.is_alive() and clock() < join_until:
+            thread.join(min(0.2, max(0.0, join_until - clock())) if watchdog is not None else max(0.0, join_until - clock()))
+            if watchdog is not None:
+                watchdog.check()
     end = clock()
     for index, found in enumerate(records):
         if found is None:
@@ -840,6 +938,11 @@ def _round(value, digits=4):
     return value
 
 
+def _raise_if_hung(watchdog, url, where):
+    if watchdog is not None and watchdog.hung:
+        raise BenchError("%s (%s, %s)" % (watchdog.reason(), url, where), cause="hung")
+
+
 def run_level(
     server,
     model,
@@ -856,6 +959,7 @@ def run_level(
     deadline=None,
     max_failed_fraction=0.0,
     metrics=True,
+    watchdog=None,
 ):
     """Benchmark one concurrency level: warm-ups (not counted), then ``blocks`` measured blocks.
 
@@ -884,7 +988,8 @@ def run_level(
 
     if num_warmups > 0:
         warm = _bench_prompts.select(num_warmups, seed, offset=num_prompts)
-        warm_records = run_requests(server, path, jobs_for(warm), concurrency, timeout=timeout, deadline=deadline)[0]
+        warm_records = run_requests(server, path, jobs_for(warm), concurrency, timeout=timeout, deadline=deadline, watchdog=watchdog)[0]
+        _raise_if_hung(watchdog, server.url + path, "warm-up at concurrency %d" % int(concurrency))
         warm_failed = [r for r in warm_records if not r["ok"]]
         if len(warm_failed) == len(warm_records):
             raise BenchError(
@@ -904,7 +1009,10 @@ def run_level(
     first_counters = counters
     offset = 0
     for index, size in enumerate(sizes):
-        block_records, duration = run_requests(server, path, jobs_for(measured[offset : offset + size]), concurrency, timeout=timeout, deadline=deadline)
+        block_records, duration = run_requests(
+            server, path, jobs_for(measured[offset : offset + size]), concurrency, timeout=timeout, deadline=deadline, watchdog=watchdog
+        )
+        _raise_if_hung(watchdog, server.url + path, "concurrency %d, block %d" % (int(concurrency), index))
         offset += size
         block = aggregate(block_records, duration, concurrency, size)
         block["block"] = index
@@ -980,6 +1088,8 @@ def run_benchmark(
     label=None,
     max_failed_fraction=0.0,
     on_run=None,
+    stall_timeout=10.0,
+    stall_factor=20.0,
 ):
     """Readiness check, then one ``run_level`` per concurrency; returns the result document.
 
@@ -987,6 +1097,10 @@ def run_benchmark(
 
     ``deadline`` (seconds) bounds the whole call. ``on_run(run)`` is called after each level (the
     module uses it to keep partial results for its failure report).
+
+    ``stall_timeout`` and ``stall_factor`` set the ``Watchdog`` shared by every level: a server that
+    sends nothing for ``max(stall_timeout, stall_factor x slowest inter-token gap)`` seconds while
+    requests are in flight ends the run with a ``BenchError`` whose ``cause`` is ``"hung"``.
     """
     if isinstance(num_prompts, (list, tuple)):
         counts = [int(n) for n in num_prompts]
@@ -999,6 +1113,7 @@ def run_benchmark(
     ready = wait_ready(server, model, timeout=min(float(ready_timeout), float(deadline)))
     served = ready["model"]
     version = server_version(server)
+    watchdog = Watchdog(stall_timeout, stall_factor) if float(stall_timeout) > 0 else None
     started = datetime.now(timezone.utc)
     result = {
         "date": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -1025,6 +1140,8 @@ def run_benchmark(
             "timeout": float(timeout),
             "deadline": float(deadline),
             "max_failed_fraction": float(max_failed_fraction),
+            "stall_timeout": float(stall_timeout),
+            "stall_factor": float(stall_factor),
             "prompt_set": prompt_set_info(),
         },
         "runs": [],
@@ -1047,6 +1164,7 @@ def run_benchmark(
             timeout=float(timeout),
             deadline=end,
             max_failed_fraction=float(max_failed_fraction),
+            watchdog=watchdog,
         )
         result["runs"].append(run)
         result["warnings"].extend("concurrency %d: %s" % (int(level), w) for w in run["warnings"])

@@ -144,3 +144,68 @@ def parse_systemctl_show(text):
             key, value = line.split("=", 1)
             out[key.strip()] = value.strip()
     return out
+
+
+# --------------------------------------------------------------------------- what the live server serves
+
+_HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
+def speculation_from_metrics(text):
+    """Whether a server's ``/metrics`` text shows a loaded speculative config.
+
+    ``True`` when a ``vllm:spec_decode_*`` sample is exposed (vLLM registers these counters only with
+    a speculative config, at 0 from the start), ``False`` when other ``vllm:`` samples are exposed but
+    none of those, ``None`` when no ``vllm:`` sample is exposed at all (``--disable-log-stats``: the
+    metrics cannot tell).
+    """
+    vllm = False
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("vllm:spec_decode_"):
+            return True
+        if line.startswith("vllm:"):
+            vllm = True
+    return False if vllm else None
+
+
+def parse_start_record(text):
+    """Parse the record the unit writes at start: ``{"invocation_id": str|None, "files": {path: sha256}}``.
+
+    The format is the output of ``sha256sum FILE...`` (``<hex>  <path>`` or ``<hex> *<path>``), with an
+    optional first line ``# invocation <InvocationID>``; other ``#`` lines and blank lines are ignored.
+    Raises ``ValueError`` on any other line.
+    """
+    record = {"invocation_id": None, "files": {}}
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            words = line[1:].split()
+            if len(words) == 2 and words[0] == "invocation":
+                record["invocation_id"] = words[1]
+            continue
+        digest, sep, path = raw.partition(" ")
+        if not sep or not _HEX64.match(digest) or len(path) < 2 or path[0] not in " *":
+            raise ValueError("not a sha256sum line: %r" % raw[:200])
+        record["files"][path[1:]] = digest.lower()
+    return record
+
+
+def systemd_epoch(show, prop, monotonic_now, realtime_now):
+    """Seconds since the epoch of a systemd timestamp property from ``systemctl show``.
+
+    Uses ``<prop>Monotonic`` (microseconds of CLOCK_MONOTONIC, the clock of Python's
+    ``time.monotonic()`` on Linux) for sub-second precision; ``None`` when the unit never entered
+    that state (0 or absent).
+    """
+    try:
+        mono = int(show.get(prop + "Monotonic") or 0)
+    except ValueError:
+        mono = 0
+    if mono <= 0:
+        return None
+    return realtime_now - (monotonic_now - mono / 1e6)

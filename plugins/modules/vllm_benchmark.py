@@ -161,6 +161,20 @@ options:
         fails on the first failed request. A level with no completed request always fails.
     type: float
     default: 0.0
+  stall_timeout:
+    description:
+      - Watchdog for a server that stops answering (a hung engine, a stopped process). While requests are
+        in flight and no byte of any response arrives for C(max(stall_timeout, stall_factor x the slowest
+        inter-token gap seen so far)) seconds (C(3 x stall_timeout) before the first gap is measured), the
+        module ends the run at once and fails with RV(cause=hung) and the message C(vLLM stopped answering),
+        instead of waiting for O(timeout) or O(deadline).
+      - C(0) disables the watchdog.
+    type: float
+    default: 10
+  stall_factor:
+    description: Multiple of the slowest inter-token gap seen so far that the watchdog waits at least; see O(stall_timeout).
+    type: float
+    default: 20
 notes:
   - Warm-up and measured requests use a new connection each, like a client without connection reuse.
   - TTFT is measured at the first streamed chunk that carries text. ITL is the gap between streamed
@@ -214,6 +228,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+cause:
+  description:
+    - Why the module failed. C(hung) when the watchdog found that the server stopped answering (see
+      O(stall_timeout)), a failure to treat as a crash of the server. C(error) for every other failure.
+  returned: failure
+  type: str
+  sample: hung
 skipped:
   description: True in check mode, when no request was sent.
   returned: check mode
@@ -373,6 +394,16 @@ config:
       type: float
       returned: success
       sample: 0.0
+    stall_timeout:
+      description: O(stall_timeout).
+      type: float
+      returned: success
+      sample: 10.0
+    stall_factor:
+      description: O(stall_factor).
+      type: float
+      returned: success
+      sample: 20.0
     prompt_set:
       description: Identity of the prompt set (C(name), C(count) and C(sha256) of its content); results
         compare only when it is equal.
@@ -746,6 +777,10 @@ def validate(params):
             errors.append("%s must be > 0, got %s" % (key, params[key]))
     if not 0.0 <= params["max_failed_fraction"] <= 1.0:
         errors.append("max_failed_fraction must be between 0 and 1, got %s" % params["max_failed_fraction"])
+    if params.get("stall_timeout", 0) < 0:
+        errors.append("stall_timeout must be >= 0, got %s" % params["stall_timeout"])
+    if params.get("stall_factor", 1) <= 0:
+        errors.append("stall_factor must be > 0, got %s" % params["stall_factor"])
     if params["temperature"] < 0:
         errors.append("temperature must be >= 0, got %s" % params["temperature"])
     return errors
@@ -772,6 +807,8 @@ def main():
             result_dir=dict(type="path"),
             label=dict(type="str"),
             max_failed_fraction=dict(type="float", default=0.0),
+            stall_timeout=dict(type="float", default=10.0),
+            stall_factor=dict(type="float", default=20.0),
         ),
         supports_check_mode=True,
     )
@@ -803,9 +840,11 @@ def main():
             label=params["label"],
             max_failed_fraction=params["max_failed_fraction"],
             on_run=finished.append,
+            stall_timeout=params["stall_timeout"],
+            stall_factor=params["stall_factor"],
         )
     except _bench.BenchError as exc:
-        module.fail_json(msg=to_native(exc), runs=finished)
+        module.fail_json(msg=to_native(exc), runs=finished, cause=getattr(exc, "cause", "error"))
 
     result_file = None
     if params["result_dir"]:

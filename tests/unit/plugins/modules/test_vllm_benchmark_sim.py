@@ -5,6 +5,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 
 import pytest
 
@@ -133,3 +134,14 @@ def test_module_runs_on_python_38(tmp_path, sim, monkeypatch):
     assert result["runs"][0]["completed"] == 6
     assert "spec_decode_acceptance_length" in result["runs"][0]
     assert sys.version_info[:2] != (3, 8)  # the controller itself is newer; only the module ran on 3.8
+
+
+def test_hung_server_fails_in_seconds_with_cause_hung(tmp_path, sim):
+    server = sim(settings={"faults": {"hang_after_requests": 4}})
+    start = time.monotonic()
+    result = run_module(tmp_path, dict(SMALL, url=server.url, concurrency=[2], timeout=300, stall_timeout=1))
+    assert time.monotonic() - start < 60  # the request timeout is 300 s
+    assert result["failed"] is True
+    assert result["cause"] == "hung"
+    assert result["msg"].startswith("vLLM stopped answering: no token and no progress for ")
+    assert result["runs"] == []
