@@ -67,6 +67,8 @@ class Server:
         self.requested = 0.0
         self.created = int(time.time())
         self.pid = os.getpid()
+        self.chained = False
+        self.lag = LagMeter(float(self.settings["lag_limit"]))
 
     # ------------------------------------------------------------------------------ helpers
     async def sleep(self, modelled_seconds: float) -> None:
@@ -402,14 +404,20 @@ class Server:
                 self.kill_engine("engine_dead_file")
                 continue
             if not eng.has_work():
+                self.chained = False
                 self.wake.clear()
                 try:
                     await asyncio.wait_for(self.wake.wait(), timeout=1.0)
                 except TimeoutError:
                     pass
                 continue
-            step = eng.plan(self.virtual_now())
+            # Steps of one busy period follow each other on the modelled clock (eng.now), not on
+            # the wall clock: a step that ran late does not push the next one later, the loop
+            # catches up. Only a new busy period starts at the wall clock's modelled time.
+            start = eng.now if self.chained else self.virtual_now()
+            step = eng.plan(start)
             if step is None:
+                self.chained = False
                 self.wake.clear()
                 await self.wake.wait()
                 continue
@@ -418,12 +426,17 @@ class Server:
             await asyncio.sleep(max(0.0, target_wall - time.monotonic()))
             if self.dead or self.hung:
                 continue
+            self.lag.step(step.duration, (time.monotonic() - target_wall) / self.time_scale)
             for req, n, finished in eng.finish(step):
                 ctx = req.user
                 if ctx is not None:
                     ctx.queue.put_nowait((ctx, n, finished))
                 if finished:
                     self.request_done()
+            self.chained = eng.has_work()
+            if not self.chained:
+                self.lag.idle()
+            self.lag.check(self.vlog)
 
     def request_done(self) -> None:
         self.completed += 1
@@ -593,7 +606,8 @@ class Server:
             await resp.send_json(200, {"version": str(self.version)})
             return
         if path == "/metrics":
-            await resp.send(200, self.engine.stats.prometheus(self.version), "text/plain; version=0.0.4; charset=utf-8")
+            text = self.engine.stats.prometheus(self.version) + self.lag.prometheus()
+            await resp.send(200, text, "text/plain; version=0.0.4; charset=utf-8")
             return
         if path == "/v1/models":
             await resp.send_json(200, self.models_body())
@@ -965,6 +979,77 @@ class Server:
                 await resp.write_chunk(chunk([], usage_of(ctxs)))
         await resp.write_chunk("data: [DONE]\n\n")
         await resp.end_stream()
+
+
+class LagMeter:
+    """How far the served timing runs behind the modelled clock (all figures in modelled seconds).
+
+    ``lag`` is how late the last step's tokens left the engine. Within a busy period the loop catches
+    up, so lateness does not accumulate there; what is lost for good is the lag left when the engine
+    goes idle (the client sees that request end late and sends its next one late). ``lost / busy`` is
+    the share by which the served figures are slower than the model; above ``limit`` the host is out
+    of spec (a warning in the log, ``vllm_sim:out_of_spec`` 1).
+    """
+
+    def __init__(self, limit: float):
+        self.limit = limit
+        self.lag = 0.0
+        self.max_lag = 0.0
+        self.steps = 0
+        self.late_steps = 0
+        self.busy = 0.0
+        self.lost = 0.0
+        self.warned_at = 0.0
+
+    def step(self, duration: float, lag: float) -> None:
+        self.lag = max(0.0, lag)
+        self.max_lag = max(self.max_lag, self.lag)
+        self.steps += 1
+        self.busy += duration
+        if self.lag > duration:
+            self.late_steps += 1
+
+    def idle(self) -> None:
+        self.lost += self.lag
+        self.lag = 0.0
+
+    @property
+    def share(self) -> float:
+        return (self.lost + self.lag) / self.busy if self.busy > 0 else 0.0
+
+    @property
+    def out_of_spec(self) -> bool:
+        return self.busy >= 1.0 and self.share > self.limit
+
+    def check(self, vlog) -> None:
+        """Log a warning when the share exceeds the limit (at most once per 60 modelled seconds)."""
+        if self.out_of_spec and (not self.warned_at or self.busy - self.warned_at >= 60.0):
+            self.warned_at = self.busy
+            vlog.warning(
+                "vllm_sim",
+                f"simulator out of spec: served timing {100 * self.share:.1f} % behind the modelled clock "
+                f"(limit {100 * self.limit:.1f} %, {self.late_steps} of {self.steps} steps late, "
+                f"max lag {1000 * self.max_lag:.1f} ms modelled); the host is too busy for this time_scale",
+            )
+
+    def prometheus(self) -> str:
+        out = []
+        for kind, name, helptext, value in (
+            ("gauge", "vllm_sim:lag_seconds", "Modelled seconds the last engine step ran behind its modelled end.", self.lag),
+            ("gauge", "vllm_sim:lag_max_seconds", "Largest step lag so far (modelled seconds).", self.max_lag),
+            ("gauge", "vllm_sim:lag_share", "Modelled time lost to lateness over modelled busy time.", self.share),
+            ("gauge", "vllm_sim:lag_limit", "Lag share above which the simulator is out of spec.", self.limit),
+            ("gauge", "vllm_sim:out_of_spec", "1 when the lag share exceeds the limit.", 1.0 if self.out_of_spec else 0.0),
+            ("counter", "vllm_sim:steps_total", "Engine steps run.", self.steps),
+            ("counter", "vllm_sim:late_steps_total", "Engine steps that ended more than their own duration late.", self.late_steps),
+            ("counter", "vllm_sim:busy_seconds_total", "Modelled seconds of engine steps.", self.busy),
+            ("counter", "vllm_sim:lost_seconds_total", "Modelled seconds lost to lateness (lag left at idle).", self.lost),
+        ):
+            family = name[: -len("_total")] if kind == "counter" else name
+            out.append(f"# HELP {family} {helptext}")
+            out.append(f"# TYPE {family} {kind}")
+            out.append(f"{name} {float(value)!r}")
+        return "".join(line + "\n" for line in out)
 
 
 _DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
