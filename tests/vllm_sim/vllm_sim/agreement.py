@@ -34,7 +34,7 @@ SIM_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # noise 0, short enough for make test. Both sides use the same counts.
 OUTPUT_LEN = 128
 PROMPTS_C1 = 6
-PROMPTS_PER_CLIENT = 2
+PROMPTS_PER_CLIENT = 4
 SEED = 0
 
 

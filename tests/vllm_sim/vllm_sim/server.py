@@ -20,6 +20,8 @@ from .errors import VllmError
 from .http import HttpError, Response, read_request
 
 GiB = float(1 << 30)
+# Wall seconds of idle between two requests that the engine clock absorbs (the client's turnaround).
+CATCH_UP_WALL_S = 0.005
 
 
 def serve(cfg) -> int:
@@ -75,9 +77,20 @@ class Server:
         if modelled_seconds > 0:
             await asyncio.sleep(modelled_seconds * self.time_scale)
 
-    def virtual_now(self) -> float:
+    def modelled_now(self) -> float:
+        """The engine's clock for new work: the end of the last step while busy; after idling, the
+        wall clock's modelled time, but at most CATCH_UP_WALL_S of wall time after the last step.
+
+        A closed-loop client sends its next request a few milliseconds of wall time after the last
+        one ended; at a small time_scale those milliseconds would count as many modelled ones (a
+        real client on a real device loses well under a millisecond). Idle gaps shorter than the
+        allowance are therefore not modelled; longer ones are, in full less the allowance.
+        """
+        eng = self.engine
+        if self.chained or eng is None:
+            return eng.now if eng is not None else 0.0
         wall = (time.monotonic() - self.t0) / self.time_scale
-        return max(wall, self.engine.now if self.engine else 0.0)
+        return max(eng.now, wall - CATCH_UP_WALL_S / self.time_scale)
 
     def write_status(self, **extra) -> None:
         state_dir = self.settings.get("state_dir")
@@ -413,8 +426,12 @@ class Server:
                 continue
             # Steps of one busy period follow each other on the modelled clock (eng.now), not on
             # the wall clock: a step that ran late does not push the next one later, the loop
-            # catches up. Only a new busy period starts at the wall clock's modelled time.
-            start = eng.now if self.chained else self.virtual_now()
+            # catches up. A new busy period starts at the wall clock's modelled time, less the
+            # short gap a client needs to send its next request (see modelled_now).
+            start = self.modelled_now()
+            if not self.chained:
+                self.lag.resume(start - eng.now)
+            self.chained = True
             step = eng.plan(start)
             if step is None:
                 self.chained = False
@@ -735,7 +752,7 @@ class Server:
         ctxs = []
         eng = self.engine
         perturb = bool(self.faults.get("wrong_answers")) and cfg.spec is not None
-        now = self.virtual_now()
+        now = self.modelled_now()
         for index, (text, n_prompt) in enumerate(prompts):
             max_tokens = params["max_tokens"] if params["max_tokens"] is not None else max_len - n_prompt
             gen = textgen.Generation(cfg.target.name, text, params["temperature"], params["seed"], perturb)
@@ -999,6 +1016,7 @@ class LagMeter:
         self.late_steps = 0
         self.busy = 0.0
         self.lost = 0.0
+        self.pending = 0.0
         self.warned_at = 0.0
 
     def step(self, duration: float, lag: float) -> None:
@@ -1010,8 +1028,15 @@ class LagMeter:
             self.late_steps += 1
 
     def idle(self) -> None:
-        self.lost += self.lag
+        self.pending = self.lag
         self.lag = 0.0
+
+    def resume(self, gap: float) -> None:
+        """A new busy period after ``gap`` modelled seconds of idle: the part of the gap that the
+        last step's lag caused (not recovered by the turnaround allowance) is lost."""
+        if gap > 0:
+            self.lost += min(gap, self.pending)
+        self.pending = 0.0
 
     @property
     def share(self) -> float:
