@@ -22,6 +22,8 @@ from .http import HttpError, Response, read_request
 GiB = float(1 << 30)
 # Wall seconds of idle between two requests that the engine clock absorbs (the client's turnaround).
 CATCH_UP_WALL_S = 0.005
+# Modelled seconds of engine work before the lag share counts (start-up hiccups are not a verdict).
+VERDICT_AFTER_S = 10.0
 
 
 def serve(cfg) -> int:
@@ -1044,7 +1046,7 @@ class LagMeter:
 
     @property
     def out_of_spec(self) -> bool:
-        return self.busy >= 1.0 and self.share > self.limit
+        return self.busy >= VERDICT_AFTER_S and self.share > self.limit
 
     def check(self, vlog) -> None:
         """Log a warning when the share exceeds the limit (at most once per 60 modelled seconds)."""
