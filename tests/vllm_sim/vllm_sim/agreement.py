@@ -219,13 +219,38 @@ def failures(rows, limit_points, lag_limit=0.02) -> list:
     return bad
 
 
+def load(hosts: int, time_scale: float, row: int = 0) -> list:
+    """Size a fleet for this machine: ``hosts`` servers of one calibration row benchmarking at once
+    (each its baseline arm, the arm with the most engine steps). Returns per host
+    ``(served tok/s / virtual tok/s, lag share)``."""
+    import concurrent.futures
+
+    _label, device, target, _head, k, conc, *_rest = calibration.ROWS[row]
+    virtual = virtual_ratio(device, target, _head, k, conc)[0]
+    with tempfile.TemporaryDirectory(prefix="vllm-sim-load-") as workdir:
+        hf_home = os.path.join(workdir, "hf")
+        zoo.install(os.path.join(hf_home, "hub"))
+        with concurrent.futures.ThreadPoolExecutor(hosts) as pool:
+            futures = [pool.submit(served_throughput, workdir, hf_home, device, target, None, k, conc, time_scale) for _unused in range(hosts)]
+            return [(tok / virtual, lag) for tok, lag in (f.result() for f in futures)]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m vllm_sim.agreement", description=__doc__.split("\n\n")[0])
     parser.add_argument("--time-scale", type=float, default=0.1)
     parser.add_argument("--limit", type=float, default=2.0, help="largest allowed ratio difference in points")
     parser.add_argument("--rows", type=int, default=None, help="only the first N calibration rows")
+    parser.add_argument("--load", type=int, default=0, metavar="HOSTS", help="instead: HOSTS servers of one row benchmarking at once (sizing)")
+    parser.add_argument("--row", type=int, default=0, help="the calibration row of --load")
     args = parser.parse_args(argv)
     started = time.monotonic()
+    if args.load:
+        hosts = load(args.load, args.time_scale, args.row)
+        for i, (rel, lag) in enumerate(hosts):
+            print(f"host {i}: served/virtual throughput {rel:.3f}, lag share {100 * lag:.2f} %")
+        worst = max(lag for _rel, lag in hosts)
+        print(f"{args.load} hosts at time_scale {args.time_scale:g}: worst lag share {100 * worst:.2f} % ({time.monotonic() - started:.0f} s)")
+        return 1 if worst > 0.02 else 0
     rows = table(args.time_scale, args.rows)
     print(markdown(rows, args.time_scale))
     bad = failures(rows, args.limit)
