@@ -72,6 +72,7 @@ class Server:
         self.created = int(time.time())
         self.pid = os.getpid()
         self.chained = False
+        self.arrived = 0
         self.lag = LagMeter(float(self.settings["lag_limit"]))
 
     # ------------------------------------------------------------------------------ helpers
@@ -446,16 +447,36 @@ class Server:
             if self.dead or self.hung:
                 continue
             self.lag.step(step.duration, (time.monotonic() - target_wall) / self.time_scale)
+            done_now = 0
             for req, n, finished in eng.finish(step):
                 ctx = req.user
                 if ctx is not None:
                     ctx.queue.put_nowait((ctx, n, finished))
                 if finished:
+                    done_now += 1
                     self.request_done()
+            if done_now:
+                await self.await_turnaround(done_now)
             self.chained = eng.has_work()
             if not self.chained:
                 self.lag.idle()
             self.lag.check(self.vlog)
+
+    async def await_turnaround(self, count: int) -> None:
+        """Give the clients of ``count`` just-finished requests up to CATCH_UP_WALL_S of wall time to
+        send their next ones before the next step is planned, as a closed-loop client's next request
+        joins the very next step on a device. The wait costs no modelled time (the loop catches up)."""
+        target = self.arrived + count
+        deadline = time.monotonic() + CATCH_UP_WALL_S
+        while self.arrived < target and not (self.dead or self.hung):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout=left)
+            except TimeoutError:
+                return
 
     def request_done(self) -> None:
         self.completed += 1
@@ -778,6 +799,7 @@ class Server:
             eng.add(r, now)
             if cfg.log_requests:
                 self.vlog.info("async_llm.py:320", f"Added request {r.id}.")
+        self.arrived += 1
         self.wake.set()
         try:
             if params["stream"]:
