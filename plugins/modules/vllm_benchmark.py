@@ -653,7 +653,7 @@ runs:
           above (without C(samples)) plus C(block), its index from 0.
         - Against the vLLM simulator of the project's test fleet (its C(vllm_sim:) metrics), also
           C(sim_lag_share) (share of modelled time the simulator lost to running late during the block),
-          C(sim_late_steps) and C(sim_out_of_spec) (true when the share exceeded the simulator's limit:
+          C(sim_late_steps) and C(sim_out_of_spec) (true when the share exceeded the simulator's limit;
           the host was too busy to keep the simulated device's timing and the block's figures are skewed).
       type: list
       elements: dict

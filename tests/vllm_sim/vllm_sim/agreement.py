@@ -236,7 +236,7 @@ def load(hosts: int, time_scale: float, row: int = 0) -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m vllm_sim.agreement", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m vllm_sim.agreement", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--time-scale", type=float, default=0.1)
     parser.add_argument("--limit", type=float, default=2.0, help="largest allowed ratio difference in points")
     parser.add_argument("--rows", type=int, default=None, help="only the first N calibration rows")
