@@ -716,6 +716,50 @@ def read_spec_counters(server, model_name=None, timeout=10.0):
     return spec_decode_counters(body, model_name), None
 
 
+SIM_LAG_COUNTERS = {
+    "vllm_sim:busy_seconds_total": "busy",
+    "vllm_sim:lost_seconds_total": "lost",
+    "vllm_sim:steps_total": "steps",
+    "vllm_sim:late_steps_total": "late_steps",
+    "vllm_sim:lag_limit": "limit",
+}
+
+
+def read_sim_lag(server, timeout=10.0):
+    """The vLLM simulator's own timing counters from ``GET /metrics`` (``vllm_sim:`` names), or
+    ``None`` when the server has none (a real vLLM) or the read fails."""
+    try:
+        status, body = server.get("/metrics", timeout=timeout)
+    except (OSError, httplib.HTTPException):
+        return None
+    if status != 200:
+        return None
+    found = {}
+    for name, _labels, value in parse_prometheus(body):
+        if name in SIM_LAG_COUNTERS and math.isfinite(value):
+            found[SIM_LAG_COUNTERS[name]] = value
+    return found if "busy" in found and "lost" in found else None
+
+
+def sim_lag_fields(before, after):
+    """Fields of a block measured on the simulator, from two ``read_sim_lag`` readings.
+
+    ``sim_lag_share``: modelled time the simulator lost to running late over its modelled busy time
+    during the block; ``sim_out_of_spec``: that share exceeded the simulator's ``lag_limit`` (the host
+    was too busy to keep the simulated device's timing, so the block's figures are skewed). Empty
+    when either reading is missing.
+    """
+    if not before or not after:
+        return {}
+    busy = after["busy"] - before["busy"]
+    lost = after["lost"] - before["lost"]
+    share = lost / busy if busy > 0 else 0.0
+    fields = {"sim_lag_share": round(share, 4), "sim_out_of_spec": bool(share > after.get("limit", 0.02))}
+    if "late_steps" in after and "late_steps" in before:
+        fields["sim_late_steps"] = _count(after["late_steps"] - before["late_steps"])
+    return fields
+
+
 # --------------------------------------------------------------------------- readiness
 
 
@@ -1007,6 +1051,7 @@ def run_level(
     records = []
     block_results = []
     first_counters = counters
+    lag_before = read_sim_lag(server) if metrics else None
     offset = 0
     for index, size in enumerate(sizes):
         block_records, duration = run_requests(
@@ -1026,6 +1071,14 @@ def run_level(
             counters = after
             if len(sizes) > 1:
                 warnings.extend(w for w in spec_warnings if w not in warnings)
+            lag_after = read_sim_lag(server) if lag_before is not None else None
+            block.update(sim_lag_fields(lag_before, lag_after))
+            lag_before = lag_after
+            if block.get("sim_out_of_spec"):
+                warnings.append(
+                    "block %d was measured on a simulator running late (%.1f %% of modelled time lost, over its limit): "
+                    "its figures are skewed" % (index, 100.0 * block["sim_lag_share"])
+                )
         records.extend(block_records)
         block_results.append(block)
 
@@ -1039,6 +1092,9 @@ def run_level(
         warnings.extend(w for w in spec_warnings if w not in warnings)
     run["samples"] = samples(records)
     run["blocks"] = block_results
+    if any("sim_out_of_spec" in b for b in block_results):
+        run["sim_out_of_spec"] = any(b.get("sim_out_of_spec") for b in block_results)
+        run["sim_lag_share"] = max(b.get("sim_lag_share", 0.0) for b in block_results)
 
     ok = [r for r in records if r["ok"]]
     no_usage = [r for r in ok if not r["tokens_from_usage"]]

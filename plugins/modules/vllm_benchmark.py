@@ -682,10 +682,28 @@ runs:
       description:
         - One entry per block of O(blocks) consecutive measured requests, each with the aggregate fields
           above (without C(samples)) plus C(block), its index from 0.
+        - Against the vLLM simulator of the project's test fleet (its C(vllm_sim:) metrics), also
+          C(sim_lag_share) (share of modelled time the simulator lost to running late during the block),
+          C(sim_late_steps) and C(sim_out_of_spec) (true when the share exceeded the simulator's limit;
+          the host was too busy to keep the simulated device's timing and the block's figures are skewed).
       type: list
       elements: dict
       returned: always
       sample: [{"block": 0, "completed": 25, "output_throughput": 153.2, "median_tpot_ms": 48.0}]
+    sim_out_of_spec:
+      description:
+        - Only against the vLLM simulator of the project's test fleet; true when any block has
+          C(sim_out_of_spec) (see O(blocks)).
+      type: bool
+      returned: when the server exposes the simulator's C(vllm_sim:) metrics
+      sample: false
+    sim_lag_share:
+      description:
+        - Only against the vLLM simulator of the project's test fleet; the largest C(sim_lag_share) of the
+          blocks (see O(blocks)).
+      type: float
+      returned: when the server exposes the simulator's C(vllm_sim:) metrics
+      sample: 0.003
 """
 
 import errno

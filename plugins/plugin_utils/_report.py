@@ -95,6 +95,30 @@ def acceptance(blocks, concurrency):
     }
 
 
+def sim_lag(blocks):
+    """The simulator's timing over a host's benchmark blocks (only against the project's vLLM simulator):
+    ``{"max_share", "out_of_spec", "blocks"}``, or None when no block carries the simulator's lag."""
+    shares = [_num(b.get("sim_lag_share")) for b in blocks or [] if isinstance(b, dict)]
+    shares = [v for v in shares if v is not None]
+    if not shares:
+        return None
+    return {
+        "max_share": max(shares),
+        "out_of_spec": len([b for b in blocks if isinstance(b, dict) and b.get("sim_out_of_spec")]),
+        "blocks": len(shares),
+    }
+
+
+def sim_lag_line(lag):
+    """One report line for a host's simulator lag, or None."""
+    if not lag:
+        return None
+    text = "simulator lag: at most %.1f%% of modelled time over %d blocks" % (100.0 * lag["max_share"], lag["blocks"])
+    if lag["out_of_spec"]:
+        text += "; OUT OF SPEC in %d blocks (the host ran late, figures skewed)" % lag["out_of_spec"]
+    return text
+
+
 def _interval(entry):
     """The public part of a verdict metric entry (gain_c1, tpot_reduction_c1, gain_c8), or None without an estimate."""
     if not isinstance(entry, dict) or _num(entry.get("estimate")) is None:
@@ -197,6 +221,7 @@ def host_summary(result):
         "requests_spent": _int(verdict.get("requests_spent")),
         "arm_switches": _int(verdict.get("arm_switches")),
         "blocks": len(blocks),
+        "sim_lag": sim_lag(blocks),
         "noise": _noise(verdict.get("noise")),
         "warnings": _strings(verdict.get("warnings")),
         "plan_warnings": _strings(fitted.get("warnings") if fitted else plan.get("warnings")),
@@ -398,6 +423,9 @@ def table(results, missing=None, width=None, reason_lines=3):
             )
         for warning in s["warnings"] + s["benchmark_warnings"]:
             lines.extend(textwrap.wrap("warning: " + warning, width=wrap, initial_indent=indent, max_lines=1, placeholder=" ..."))
+        lag_line = sim_lag_line(s.get("sim_lag"))
+        if lag_line:
+            lines.append(indent + lag_line)
     lines.extend(group_lines(summaries, wrap))
     n = counts(results)
     parts = ["%s %d" % (k, n[k]) for k in sorted(n) if k != "missing" and n[k]]

@@ -66,6 +66,7 @@ SIM_CHECKS = {
     "init_s": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
     "faults": (lambda v: isinstance(v, dict), "a mapping"),
     "account_memory": (lambda v: isinstance(v, bool), "true or false"),
+    "lag_limit": (lambda v: _is_num(v) and v >= 0, "a number >= 0"),
 }
 FAULT_CHECKS = {
     "crash_after_requests": (_opt_count, "an integer >= 0 or null"),

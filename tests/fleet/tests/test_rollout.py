@@ -141,6 +141,18 @@ def test_every_host_reaches_its_expected_outcome(rollout, first_run, results):
     assert all(c["failed"] == 0 and c["unreachable"] == 0 for c in counts.values()), counts
 
 
+def test_no_host_ran_out_of_spec(results):
+    """Figures from a simulator that could not keep its device's timing are skewed: fail, do not pass on them."""
+    shares = {}
+    for host, r in results.items():
+        for block in r.get("blocks") or []:
+            if "sim_lag_share" in block:
+                shares.setdefault(host, []).append(block["sim_lag_share"])
+                assert not block.get("sim_out_of_spec"), (host, block.get("arm"), block.get("concurrency"), block["sim_lag_share"])
+    benchmarked = [h for h, r in results.items() if r.get("blocks")]
+    assert benchmarked and set(shares) == set(benchmarked), ("hosts without the simulator's lag", set(benchmarked) - set(shares))
+
+
 def test_every_host_serves_its_decided_configuration(rollout, results):
     for host, (outcome, _why) in EXPECTED.items():
         r = results[host]

@@ -20,6 +20,10 @@ from .errors import VllmError
 from .http import HttpError, Response, read_request
 
 GiB = float(1 << 30)
+# Wall seconds of idle between two requests that the engine clock absorbs (the client's turnaround).
+CATCH_UP_WALL_S = 0.005
+# Modelled seconds of engine work before the lag share counts (start-up hiccups are not a verdict).
+VERDICT_AFTER_S = 10.0
 
 
 def serve(cfg) -> int:
@@ -67,15 +71,29 @@ class Server:
         self.requested = 0.0
         self.created = int(time.time())
         self.pid = os.getpid()
+        self.chained = False
+        self.arrived = 0
+        self.lag = LagMeter(float(self.settings["lag_limit"]))
 
     # ------------------------------------------------------------------------------ helpers
     async def sleep(self, modelled_seconds: float) -> None:
         if modelled_seconds > 0:
             await asyncio.sleep(modelled_seconds * self.time_scale)
 
-    def virtual_now(self) -> float:
+    def modelled_now(self) -> float:
+        """The engine's clock for new work: the end of the last step while busy; after idling, the
+        wall clock's modelled time, but at most CATCH_UP_WALL_S of wall time after the last step.
+
+        A closed-loop client sends its next request a few milliseconds of wall time after the last
+        one ended; at a small time_scale those milliseconds would count as many modelled ones (a
+        real client on a real device loses well under a millisecond). Idle gaps shorter than the
+        allowance are therefore not modelled; longer ones are, in full less the allowance.
+        """
+        eng = self.engine
+        if self.chained or eng is None:
+            return eng.now if eng is not None else 0.0
         wall = (time.monotonic() - self.t0) / self.time_scale
-        return max(wall, self.engine.now if self.engine else 0.0)
+        return max(eng.now, wall - CATCH_UP_WALL_S / self.time_scale)
 
     def write_status(self, **extra) -> None:
         state_dir = self.settings.get("state_dir")
@@ -402,14 +420,24 @@ class Server:
                 self.kill_engine("engine_dead_file")
                 continue
             if not eng.has_work():
+                self.chained = False
                 self.wake.clear()
                 try:
                     await asyncio.wait_for(self.wake.wait(), timeout=1.0)
                 except TimeoutError:
                     pass
                 continue
-            step = eng.plan(self.virtual_now())
+            # Steps of one busy period follow each other on the modelled clock (eng.now), not on
+            # the wall clock: a step that ran late does not push the next one later, the loop
+            # catches up. A new busy period starts at the wall clock's modelled time, less the
+            # short gap a client needs to send its next request (see modelled_now).
+            start = self.modelled_now()
+            if not self.chained:
+                self.lag.resume(start - eng.now)
+            self.chained = True
+            step = eng.plan(start)
             if step is None:
+                self.chained = False
                 self.wake.clear()
                 await self.wake.wait()
                 continue
@@ -418,12 +446,37 @@ class Server:
             await asyncio.sleep(max(0.0, target_wall - time.monotonic()))
             if self.dead or self.hung:
                 continue
+            self.lag.step(step.duration, (time.monotonic() - target_wall) / self.time_scale)
+            done_now = 0
             for req, n, finished in eng.finish(step):
                 ctx = req.user
                 if ctx is not None:
                     ctx.queue.put_nowait((ctx, n, finished))
                 if finished:
+                    done_now += 1
                     self.request_done()
+            if done_now:
+                await self.await_turnaround(done_now)
+            self.chained = eng.has_work()
+            if not self.chained:
+                self.lag.idle()
+            self.lag.check(self.vlog)
+
+    async def await_turnaround(self, count: int) -> None:
+        """Give the clients of ``count`` just-finished requests up to CATCH_UP_WALL_S of wall time to
+        send their next ones before the next step is planned, as a closed-loop client's next request
+        joins the very next step on a device. The wait costs no modelled time (the loop catches up)."""
+        target = self.arrived + count
+        deadline = time.monotonic() + CATCH_UP_WALL_S
+        while self.arrived < target and not (self.dead or self.hung):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), timeout=left)
+            except TimeoutError:
+                return
 
     def request_done(self) -> None:
         self.completed += 1
@@ -593,7 +646,8 @@ class Server:
             await resp.send_json(200, {"version": str(self.version)})
             return
         if path == "/metrics":
-            await resp.send(200, self.engine.stats.prometheus(self.version), "text/plain; version=0.0.4; charset=utf-8")
+            text = self.engine.stats.prometheus(self.version) + self.lag.prometheus()
+            await resp.send(200, text, "text/plain; version=0.0.4; charset=utf-8")
             return
         if path == "/v1/models":
             await resp.send_json(200, self.models_body())
@@ -721,7 +775,7 @@ class Server:
         ctxs = []
         eng = self.engine
         perturb = bool(self.faults.get("wrong_answers")) and cfg.spec is not None
-        now = self.virtual_now()
+        now = self.modelled_now()
         for index, (text, n_prompt) in enumerate(prompts):
             max_tokens = params["max_tokens"] if params["max_tokens"] is not None else max_len - n_prompt
             gen = textgen.Generation(cfg.target.name, text, params["temperature"], params["seed"], perturb)
@@ -745,6 +799,7 @@ class Server:
             eng.add(r, now)
             if cfg.log_requests:
                 self.vlog.info("async_llm.py:320", f"Added request {r.id}.")
+        self.arrived += 1
         self.wake.set()
         try:
             if params["stream"]:
@@ -965,6 +1020,85 @@ class Server:
                 await resp.write_chunk(chunk([], usage_of(ctxs)))
         await resp.write_chunk("data: [DONE]\n\n")
         await resp.end_stream()
+
+
+class LagMeter:
+    """How far the served timing runs behind the modelled clock (all figures in modelled seconds).
+
+    ``lag`` is how late the last step's tokens left the engine. Within a busy period the loop catches
+    up, so lateness does not accumulate there; what is lost for good is the lag left when the engine
+    goes idle (the client sees that request end late and sends its next one late). ``lost / busy`` is
+    the share by which the served figures are slower than the model; above ``limit`` the host is out
+    of spec (a warning in the log, ``vllm_sim:out_of_spec`` 1).
+    """
+
+    def __init__(self, limit: float):
+        self.limit = limit
+        self.lag = 0.0
+        self.max_lag = 0.0
+        self.steps = 0
+        self.late_steps = 0
+        self.busy = 0.0
+        self.lost = 0.0
+        self.pending = 0.0
+        self.warned_at = 0.0
+
+    def step(self, duration: float, lag: float) -> None:
+        self.lag = max(0.0, lag)
+        self.max_lag = max(self.max_lag, self.lag)
+        self.steps += 1
+        self.busy += duration
+        if self.lag > duration:
+            self.late_steps += 1
+
+    def idle(self) -> None:
+        self.pending = self.lag
+        self.lag = 0.0
+
+    def resume(self, gap: float) -> None:
+        """A new busy period after ``gap`` modelled seconds of idle: the part of the gap that the
+        last step's lag caused (not recovered by the turnaround allowance) is lost."""
+        if gap > 0:
+            self.lost += min(gap, self.pending)
+        self.pending = 0.0
+
+    @property
+    def share(self) -> float:
+        return (self.lost + self.lag) / self.busy if self.busy > 0 else 0.0
+
+    @property
+    def out_of_spec(self) -> bool:
+        return self.busy >= VERDICT_AFTER_S and self.share > self.limit
+
+    def check(self, vlog) -> None:
+        """Log a warning when the share exceeds the limit (at most once per 60 modelled seconds)."""
+        if self.out_of_spec and (not self.warned_at or self.busy - self.warned_at >= 60.0):
+            self.warned_at = self.busy
+            vlog.warning(
+                "vllm_sim",
+                f"simulator out of spec: served timing {100 * self.share:.1f} % behind the modelled clock "
+                f"(limit {100 * self.limit:.1f} %, {self.late_steps} of {self.steps} steps late, "
+                f"max lag {1000 * self.max_lag:.1f} ms modelled); the host is too busy for this time_scale",
+            )
+
+    def prometheus(self) -> str:
+        out = []
+        for kind, name, helptext, value in (
+            ("gauge", "vllm_sim:lag_seconds", "Modelled seconds the last engine step ran behind its modelled end.", self.lag),
+            ("gauge", "vllm_sim:lag_max_seconds", "Largest step lag so far (modelled seconds).", self.max_lag),
+            ("gauge", "vllm_sim:lag_share", "Modelled time lost to lateness over modelled busy time.", self.share),
+            ("gauge", "vllm_sim:lag_limit", "Lag share above which the simulator is out of spec.", self.limit),
+            ("gauge", "vllm_sim:out_of_spec", "1 when the lag share exceeds the limit.", 1.0 if self.out_of_spec else 0.0),
+            ("counter", "vllm_sim:steps_total", "Engine steps run.", self.steps),
+            ("counter", "vllm_sim:late_steps_total", "Engine steps that ended more than their own duration late.", self.late_steps),
+            ("counter", "vllm_sim:busy_seconds_total", "Modelled seconds of engine steps.", self.busy),
+            ("counter", "vllm_sim:lost_seconds_total", "Modelled seconds lost to lateness (lag left at idle).", self.lost),
+        ):
+            family = name[: -len("_total")] if kind == "counter" else name
+            out.append(f"# HELP {family} {helptext}")
+            out.append(f"# TYPE {family} {kind}")
+            out.append(f"{name} {float(value)!r}")
+        return "".join(line + "\n" for line in out)
 
 
 _DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."

@@ -20,6 +20,9 @@ DEFAULTS = {
     "device": {"name": "agx-orin-64gb", "bandwidth_gbs": 204.8, "tflops": 42.6},
     # Wall seconds per modelled second (1.0 = real time, 0.01 = 100x faster).
     "time_scale": 1.0,
+    # Share of modelled busy time the served timing may lose to lateness (a busy host) before the
+    # simulator reports itself out of spec (vllm_sim:out_of_spec on /metrics, a warning in the log).
+    "lag_limit": 0.02,
     # Relative run-to-run standard deviation of step times (slow AR(1) drift + per-step jitter).
     "noise": 0.02,
     # Seed of every random draw (acceptance, noise, sampling); null = a new seed per process.
@@ -100,7 +103,7 @@ def validate(settings: dict) -> dict:
     for key in ("time_scale", "load_gbps"):
         if not isinstance(settings[key], (int, float)) or settings[key] <= 0:
             raise SettingsError(f"{key} must be a positive number")
-    for key in ("noise", "acceptance_scale", "init_s"):
+    for key in ("noise", "acceptance_scale", "init_s", "lag_limit"):
         if not isinstance(settings[key], (int, float)) or settings[key] < 0:
             raise SettingsError(f"{key} must be a non-negative number")
     faults = settings["faults"]

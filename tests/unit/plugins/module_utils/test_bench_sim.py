@@ -62,6 +62,9 @@ class Sim:
         self.dir.mkdir()
         conf = {
             "time_scale": 0.01,
+            # A hundredth of real time is faster than a busy host keeps; these tests are about the
+            # client, not the simulator's timing (test_blocks_carry_the_simulators_lag sets its own).
+            "lag_limit": 100.0,
             "noise": 0.02,
             "seed": 7,
             "device": {"bandwidth_gbs": 204.8, "tflops": 42.6},
@@ -201,7 +204,25 @@ def test_completions_endpoint(sim):
 def test_crashing_server_is_an_error_not_zeros(sim):
     server = sim(settings={"faults": {"crash_after_requests": 5}})
     with pytest.raises(_bench.BenchError) as err:
-        bench(server.url, concurrency=(1,), num_warmups=0)
+        bench(server.url, concurrency=(1,), num_warmups=0, output_len=200)
     text = str(err.value)
     assert server.url in text
     assert "failed" in text
+
+
+def test_blocks_carry_the_simulators_lag(sim):
+    server = sim(settings={"time_scale": 0.1, "lag_limit": 0.02})
+    result = bench(server.url, concurrency=(1,), blocks=2, num_warmups=0, num_prompts=4)
+    run = result["runs"][0]
+    assert [sorted(k for k in b if k.startswith("sim_")) for b in run["blocks"]] == [["sim_lag_share", "sim_late_steps", "sim_out_of_spec"]] * 2
+    assert run["sim_out_of_spec"] is any(b["sim_out_of_spec"] for b in run["blocks"])
+    assert run["sim_lag_share"] == max(b["sim_lag_share"] for b in run["blocks"])
+
+
+def test_sim_lag_fields_flag_a_block_beyond_the_limit():
+    before = {"busy": 10.0, "lost": 0.1, "steps": 100.0, "late_steps": 0.0, "limit": 0.02}
+    fine = dict(before, busy=20.0, lost=0.2, steps=200.0)
+    late = dict(fine, busy=30.0, lost=0.7, steps=300.0, late_steps=12.0)
+    assert _bench.sim_lag_fields(before, fine) == {"sim_lag_share": 0.01, "sim_out_of_spec": False, "sim_late_steps": 0}
+    assert _bench.sim_lag_fields(fine, late) == {"sim_lag_share": 0.05, "sim_out_of_spec": True, "sim_late_steps": 12}
+    assert _bench.sim_lag_fields(None, late) == {}

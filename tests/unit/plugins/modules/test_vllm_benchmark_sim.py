@@ -103,7 +103,8 @@ def test_baseline_server_has_no_acceptance_and_changes_nothing(tmp_path, sim):
 
 def test_crashed_server_fails_with_a_clear_message(tmp_path, sim):
     server = sim(settings={"faults": {"crash_after_requests": 4}})
-    result = run_module(tmp_path, dict(SMALL, url=server.url, concurrency=[1, 2], result_dir=str(tmp_path / "h")))
+    # long enough requests that the crash (50 ms after the 4th) lands before the level ends
+    result = run_module(tmp_path, dict(SMALL, url=server.url, concurrency=[1, 2], output_len=200, result_dir=str(tmp_path / "h")))
     assert result["failed"] is True
     msg = result["msg"]
     assert server.url + "/v1/chat/completions" in msg

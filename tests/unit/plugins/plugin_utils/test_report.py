@@ -250,3 +250,11 @@ def test_timing_without_data():
     t = r.timing([], started=None, now=5.0)
     assert t["wall_s"] is None and t["waiting_share"] is None
     assert t["text"].startswith("wall time ? s")
+
+
+def test_simulator_lag_per_host_in_the_table():
+    blocks = [{"sim_lag_share": 0.004, "sim_out_of_spec": False}, {"sim_lag_share": 0.031, "sim_out_of_spec": True}, {"arm": "baseline"}]
+    lag = r.sim_lag(blocks)
+    assert lag == {"max_share": 0.031, "out_of_spec": 1, "blocks": 2}
+    assert r.sim_lag_line(lag) == "simulator lag: at most 3.1% of modelled time over 2 blocks; OUT OF SPEC in 1 blocks (the host ran late, figures skewed)"
+    assert r.sim_lag([{"arm": "baseline"}]) is None and r.sim_lag_line(None) is None
