@@ -68,7 +68,7 @@ def test_hang_fault_is_reported_in_seconds(sim):
     server = sim(settings={"faults": {"hang_after_requests": 5}})
     start = time.monotonic()
     with pytest.raises(_bench.BenchError) as err:
-        bench(server.url)
+        bench(server.url, output_len=400)  # long enough that requests are in flight when the server hangs
     elapsed = time.monotonic() - start
     assert err.value.cause == "hung"
     assert "vLLM stopped answering" in str(err.value)
@@ -101,7 +101,7 @@ def test_watchdog_off_waits_for_the_request_timeout(sim):
 
     def run():
         try:
-            bench(server.url, stall_timeout=0, timeout=4, num_warmups=0)
+            bench(server.url, stall_timeout=0, timeout=4, num_warmups=0, output_len=400)
         except _bench.BenchError as exc:
             result["error"] = exc
 

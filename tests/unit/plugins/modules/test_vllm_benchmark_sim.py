@@ -140,7 +140,7 @@ def test_module_runs_on_python_38(tmp_path, sim, monkeypatch):
 def test_hung_server_fails_in_seconds_with_cause_hung(tmp_path, sim):
     server = sim(settings={"faults": {"hang_after_requests": 4}})
     start = time.monotonic()
-    result = run_module(tmp_path, dict(SMALL, url=server.url, concurrency=[2], timeout=300, stall_timeout=1))
+    result = run_module(tmp_path, dict(SMALL, url=server.url, concurrency=[2], timeout=300, stall_timeout=1, output_len=400))
     assert time.monotonic() - start < 60  # the request timeout is 300 s
     assert result["failed"] is True
     assert result["cause"] == "hung"
