@@ -175,7 +175,7 @@ class Run:
     def __init__(self, work, label, playbook, extra=None, prefix=(), env_extra=None):
         self.label = label
         self.log_path = os.path.join(work, "%s.log" % label)
-        self.report_dir = os.path.join(work, "report")
+        self.report_dir = os.path.join(work, "report-%s" % label)
         env = dict(os.environ)
         env.setdefault("HOME", os.path.join(REPO, ".cache", "home"))
         env.setdefault("ANSIBLE_COLLECTIONS_PATH", os.path.join(REPO, ".cache", "collections"))
@@ -187,6 +187,7 @@ class Run:
         evars.update(extra or {})
         self.cmd = [*prefix, os.path.join(BIN, "ansible-playbook"), "-i", os.path.join(work, "hosts.yml"), playbook, "-e", json.dumps(evars)]
         self.started = time.monotonic()
+        self.started_wall = time.time()
         self._out = open(self.log_path, "w")
         self.proc = subprocess.Popen(self.cmd, stdout=self._out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.rc = None
@@ -233,7 +234,7 @@ def message_for(run_, host):
     """The run's message about the host: its report entry, else its failure lines in the output."""
     latest = os.path.join(run_.report_dir, "latest.json")
     parts = []
-    if os.path.exists(latest) and os.path.getmtime(latest) >= time.time() - (run_.duration or 0) - 5:
+    if os.path.exists(latest) and os.path.getmtime(latest) >= run_.started_wall:
         try:
             with open(latest) as f:
                 for h in json.load(f).get("hosts", []):
@@ -266,7 +267,7 @@ def wait_spec_benchmarking(fleet, host, timeout_s=600):
 
 
 def veth_of(fleet, host):
-    return "jlv%03d" % fleet.hosts[host]["index"]
+    return fleet.hosts[host]["veth"]
 
 
 # ------------------------------------------------------------------ rows
@@ -477,6 +478,10 @@ def run_row(name, work_root):
         result["faulted_host"] = host
         result["faulted_rc"] = faulted_run.rc
         result["faulted_duration_s"] = faulted_run.duration
+        msg_run = ctx.get("message_run", faulted_run)
+        result["message"] = message_for(msg_run, host)
+        result["message_names_device"] = host in result["message"]
+        result["message_names_cause"] = bool(re.search(spec["cause"], result["message"].replace(host, ""), re.I))
         # live servers at the end of the faulted run (with the fault still in place)
         not_serving = {}
         for h in spec["hosts"]:
@@ -485,10 +490,6 @@ def run_row(name, work_root):
                 not_serving[h] = live
         result["not_serving_after"] = len(not_serving)
         result["not_serving_detail"] = not_serving
-        msg_run = ctx.get("message_run", faulted_run)
-        result["message"] = message_for(msg_run, host)
-        result["message_names_device"] = host in result["message"]
-        result["message_names_cause"] = bool(re.search(spec["cause"], result["message"].replace(host, ""), re.I))
         # the fault cleared, then plain re-runs (the link is already up again)
         if "clear" in ctx:
             ctx["clear"]()
@@ -531,6 +532,7 @@ def run_row(name, work_root):
     )
     if spec["note"] and not result.get("handled", True):
         result["note"] = spec["note"]
+    log("%s: %s" % (name, json.dumps({k: result.get(k) for k in ("not_serving_after", "configs_lost", "rerun_converged", "clean", "error")})))
     return result
 
 
