@@ -244,6 +244,8 @@ def message_for(run_, host):
             parts.append("report unreadable")
     out = run_.output
     for line in out.splitlines():
+        if "RETRYING" in line:
+            continue
         if ("[%s]" % host in line and ("fatal" in line or "FAILED" in line or "UNREACHABLE" in line)) or (
             host in line and re.search(r"revert|restor|stopped|busy|failed|reconcil", line, re.I) and "TASK" not in line
         ):
