@@ -23,7 +23,8 @@ MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
 
 TOP_KEYS = {"name", "description", "defaults", "groups", "hosts"}
 DEFAULT_KEYS = {"variant", "sim", "vars"}
-HOST_KEYS = {"name", "profile", "variant", "sim", "vars", "mem_available_kib"}
+HOST_KEYS = {"name", "profile", "variant", "sim", "vars", "mem_available_kib", "tmpfs"}
+TMPFS_PATH_RE = re.compile(r"^/[A-Za-z0-9_./-]+$")
 VARIANTS = ("native", "docker")
 PROFILE_KEYS = {
     "model",
@@ -84,7 +85,7 @@ DOCKER_GROUP = "fleet_docker"
 class Host:
     """One validated host of a fleet description."""
 
-    def __init__(self, *, index, name, profile_name, profile, variant, sim, vars_, mem_available_kib):
+    def __init__(self, *, index, name, profile_name, profile, variant, sim, vars_, mem_available_kib, tmpfs=None):
         self.index = index  # 1-based position in the description
         self.name = name
         self.profile_name = profile_name
@@ -94,6 +95,7 @@ class Host:
         self.vars = vars_
         self.mem_total_kib = profile["mem_total_kib"]
         self.mem_available_kib = mem_available_kib
+        self.tmpfs = dict(tmpfs or {})  # path inside the host -> size in MiB
 
     @property
     def address(self):
@@ -135,6 +137,7 @@ class Host:
             "vars": self.vars,
             "mem_total_kib": self.mem_total_kib,
             "mem_available_kib": self.mem_available_kib,
+            "tmpfs": self.tmpfs,
         }
 
 
@@ -328,6 +331,11 @@ def load_fleet(path, profiles=None, profiles_path=None):
             mem = None
         elif mem is not None and pname in profiles and mem > profiles[pname]["mem_total_kib"]:
             errors.append("%s: mem_available_kib %d exceeds the profile's mem_total_kib %d" % (where, mem, profiles[pname]["mem_total_kib"]))
+        tmpfs = raw.get("tmpfs") or {}
+        if not isinstance(tmpfs, dict) or not all(
+            isinstance(k, str) and TMPFS_PATH_RE.match(k) and ".." not in k and _is_int(v) and 0 < v <= 64 for k, v in tmpfs.items()
+        ):
+            errors.append("%s: tmpfs must map absolute paths to sizes in MiB (1-64), got %r" % (where, tmpfs))
         if errors:
             continue
         profile = profiles[pname]
@@ -354,6 +362,7 @@ def load_fleet(path, profiles=None, profiles_path=None):
                 sim=sim,
                 vars_=copy.deepcopy(vars_),
                 mem_available_kib=mem or profile["mem_available_kib"],
+                tmpfs=tmpfs,
             )
         )
 

@@ -221,6 +221,9 @@ def _podman_run_args(host, fleet_hosts, hostdir, mounts, image):
         args += ["--security-opt", "unmask=/sys/firmware"]
     for m in mounts:
         args += ["-v", m]
+    # size-limited tmpfs mounts of the description (a full disk on one directory, never the machine's)
+    for path, size_mib in sorted(host.tmpfs.items()):
+        args += ["--tmpfs", "%s:rw,size=%dm,mode=0755" % (path, size_mib)]
     args += [image, "/sbin/init"]
     return args
 

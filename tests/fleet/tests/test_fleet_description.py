@@ -35,7 +35,7 @@ def host(name="h1", profile="agx-orin-64gb", **kw):
 # ------------------------------------------------------------------ the shipped descriptions
 
 
-@pytest.mark.parametrize("path", [DEMO, CI_FLEET, BENCH])
+@pytest.mark.parametrize("path", [DEMO, CI_FLEET, BENCH, os.path.join(FLEET_DIR, "faults.yml")])
 def test_shipped_descriptions_are_valid(path):
     fleet = description.load_fleet(path)
     addresses = [h.address for h in fleet.hosts]
@@ -81,6 +81,19 @@ def test_unknown_profile_lists_the_allowed_ones(tmp_path):
     assert "unknown profile 'agx-orin-128gb'" in msg
     for name in PROFILES:
         assert name in msg
+
+
+def test_tmpfs_mounts_are_sized_and_passed_to_podman(tmp_path):
+    fleet = description.load_fleet(write(tmp_path, {"hosts": [host(tmpfs={"/etc/vllm": 4})]}), profiles=PROFILES)
+    assert fleet.hosts[0].tmpfs == {"/etc/vllm": 4}
+    args = ops._podman_run_args(fleet.hosts[0], fleet.hosts, str(tmp_path), [], "img")
+    assert args[args.index("--tmpfs") + 1] == "/etc/vllm:rw,size=4m,mode=0755"
+
+
+@pytest.mark.parametrize("bad", [{"etc": 4}, {"/etc/../x": 4}, {"/etc/vllm": 0}, {"/etc/vllm": 65}, {"/etc/vllm": "4m"}, ["/etc/vllm"]])
+def test_bad_tmpfs_is_refused(tmp_path, bad):
+    _unused, msg = refused(tmp_path, {"hosts": [host(tmpfs=bad)]})
+    assert "tmpfs must map absolute paths to sizes in MiB" in msg
 
 
 def test_duplicate_name(tmp_path):

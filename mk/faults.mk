@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: Apache-2.0
+# The fault matrix (tests/bench/bench_faults.py, docs/devel/faults.md): enable_speculation.yml on the
+# simulated fleet under one fault per row, measured on the live servers. Root, heavy, not part of
+# `make test`: run it under the shared lock, e.g.
+#   flock /tmp/jl-heavy.lock make bench-faults FAULTS="crash hang"
+# Writes build/bench/faults.json (rows merged by fault name).
+
+FAULTS ?=
+
+.PHONY: bench-faults
+bench-faults: collections  ## fault matrix on the simulated fleet (FAULTS="crash hang" for a subset)
+	$(BIN)/python tests/bench/bench_faults.py $(FAULTS)
