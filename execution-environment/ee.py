@@ -32,8 +32,9 @@ PODMAN_DIR = os.path.join(EE_STATE, "podman")
 BASE_IMAGE = "localhost/jetson-llm/ee-base:bookworm"
 EE_IMAGE = os.environ.get("JL_EE_IMAGE", "localhost/jetson-llm/ee:latest")
 DEFINITION = os.path.join(HERE, "execution-environment.yml")
-FILES = os.path.join(HERE, "_files")
-CONTEXT = os.path.join(HERE, "context")
+# Generated inputs and the build context stay under .cache (ignored by git and the linters).
+FILES = os.path.join(REPO, ".cache", "ee", "files")
+CONTEXT = os.path.join(REPO, ".cache", "ee", "context")
 COLLECTIONS = os.path.join(REPO, ".cache", "collections", "ansible_collections")
 DEPENDENCIES = ("containers/podman", "ansible/posix", "community/general")
 CI_FLEET = os.path.join(REPO, "tests", "fleet", "ci.yml")
@@ -109,7 +110,7 @@ def base_image(env):
 
 
 def build_context():
-    """_files/: the collection tarball and the collections of the PyPI `ansible` wheel."""
+    """FILES: the collection tarball and the collections of the PyPI `ansible` wheel."""
     shutil.rmtree(FILES, ignore_errors=True)
     os.makedirs(FILES)
     with tempfile.TemporaryDirectory() as out:
