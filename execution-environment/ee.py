@@ -224,7 +224,9 @@ def ee_run(work, state, inventory):
     with open(inventory) as f:
         inv = f.read()
     # ssh-agent holds the key (env/ssh_key, as an AWX machine credential does); no key file in the container
+    # (and IdentitiesOnly would make ssh ignore the agent's key)
     inv = "\n".join(line for line in inv.splitlines() if "ansible_ssh_private_key_file" not in line) + "\n"
+    inv = inv.replace("-o IdentitiesOnly=yes ", "")
     with open(os.path.join(pdd, "inventory", "hosts.yml"), "w") as f:
         f.write(inv)
     shutil.copyfile(state["key"], os.path.join(pdd, "env", "ssh_key"))
