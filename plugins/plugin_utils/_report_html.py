@@ -30,6 +30,7 @@ from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._report imp
     groups,
     host_summary,
     load_index,
+    sim_lag_line,
     timing,
 )
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -375,6 +376,8 @@ def _host(s):
         "warnings": s["warnings"],
         "benchmark_warnings": s["benchmark_warnings"],
         "plan_warnings": s["plan_warnings"],
+        "sim_lag": sim_lag_line(s.get("sim_lag")),
+        "sim_out_of_spec": bool((s.get("sim_lag") or {}).get("out_of_spec")),
     }
 
 

@@ -324,3 +324,13 @@ def test_hostile_run_fields_are_escaped_everywhere():
     assert "group <i>g</i> \"'" in text and "<b>9</b>" in text and "\x07" not in text
     title = root.find_all("title")[0].all_text()
     assert title.endswith("\u2013 <i>g</i> \"'")
+
+
+def test_each_host_shows_its_simulator_lag():
+    """The page shows each host's simulator lag, and says when a host ran out of spec."""
+    res = result("lagging", "agx_orin", "64gb")
+    res["blocks"][0].update(sim_lag_share=0.004, sim_out_of_spec=False)
+    res["blocks"][1].update(sim_lag_share=0.031, sim_out_of_spec=True)
+    page = h.html(r.report([res], started=T0, now=T0 + 700))
+    assert "simulator lag: at most 3.1% of modelled time over 2 blocks; OUT OF SPEC in 1 blocks" in page
+    assert '<div class="small warn">simulator lag' in page
