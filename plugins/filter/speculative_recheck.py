@@ -73,8 +73,7 @@ def speculative_recheck(state, runs, min_acceptance=0.30, min_gain=0.0, noise_fl
     if state is not None and not isinstance(state, dict):
         raise AnsibleFilterError("{}: the input must be the recorded decision (a dict)".format(_FQCN))
     try:
-        return recheck(state or {}, runs, min_acceptance=float(min_acceptance), min_gain=float(min_gain),
-                       noise_floor=float(noise_floor), metrics=metrics)
+        return recheck(state or {}, runs, min_acceptance=float(min_acceptance), min_gain=float(min_gain), noise_floor=float(noise_floor), metrics=metrics)
     except (DayTwoError, KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("{}: {}".format(_FQCN, exc)) from exc
 

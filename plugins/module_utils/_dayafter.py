@@ -45,7 +45,7 @@ def parse_spec_counters(text):
     for line in (text or "").splitlines():
         match = _SPEC_LINE.match(line)
         if match:
-            key = match.group(1)[len("vllm:spec_decode_"):]
+            key = match.group(1)[len("vllm:spec_decode_") :]
             try:
                 found[key] = found.get(key, 0.0) + float(match.group(2))
             except ValueError:
@@ -115,8 +115,11 @@ def recheck(state, runs, min_acceptance=0.30, min_gain=0.0, noise_floor=0.03, me
     out["acceptance_rate"], out["acceptance_length"] = rate, length
     out["recorded_acceptance_rate"] = recorded_acceptance(state)[0]
 
-    baseline = [float(b["output_throughput"]) for b in (state.get("blocks") or [])
-                if b.get("arm") == "baseline" and int(b.get("concurrency", 0)) == 1 and b.get("output_throughput")]
+    baseline = [
+        float(b["output_throughput"])
+        for b in (state.get("blocks") or [])
+        if b.get("arm") == "baseline" and int(b.get("concurrency", 0)) == 1 and b.get("output_throughput")
+    ]
     live = [float(r["output_throughput"]) for r in runs if r.get("output_throughput")]
     reasons = []
     if rate is None:
@@ -125,17 +128,24 @@ def recheck(state, runs, min_acceptance=0.30, min_gain=0.0, noise_floor=0.03, me
         else:
             reasons.append("the short benchmark measured no speculative-decoding acceptance")
     elif rate < float(min_acceptance):
-        reasons.append("acceptance %.1f %% is under the floor %.1f %% (recorded %s)" % (
-            rate * 100, float(min_acceptance) * 100,
-            "%.1f %%" % (out["recorded_acceptance_rate"] * 100) if out["recorded_acceptance_rate"] is not None else "n/a"))
+        reasons.append(
+            "acceptance %.1f %% is under the floor %.1f %% (recorded %s)"
+            % (
+                rate * 100,
+                float(min_acceptance) * 100,
+                "%.1f %%" % (out["recorded_acceptance_rate"] * 100) if out["recorded_acceptance_rate"] is not None else "n/a",
+            )
+        )
     if baseline and live:
         base_med, live_med = _median(baseline), _median(live)
         gain = live_med / base_med - 1.0
         noise = max(float(noise_floor), _half_range(baseline) + _half_range(live))
         out.update(gain=gain, noise=noise, baseline_tok_s=base_med, live_tok_s=live_med)
         if gain + noise < float(min_gain):
-            reasons.append("gain %+.1f %% over the recorded baseline (%.1f vs %.1f tok/s) is below %+.1f %% even allowing %.1f %% noise" % (
-                gain * 100, live_med, base_med, float(min_gain) * 100, noise * 100))
+            reasons.append(
+                "gain %+.1f %% over the recorded baseline (%.1f vs %.1f tok/s) is below %+.1f %% even allowing %.1f %% noise"
+                % (gain * 100, live_med, base_med, float(min_gain) * 100, noise * 100)
+            )
     elif not baseline:
         out["reason_gain"] = "no recorded baseline blocks at concurrency 1: the gain was not compared"
     if reasons:
@@ -145,11 +155,13 @@ def recheck(state, runs, min_acceptance=0.30, min_gain=0.0, noise_floor=0.03, me
         out["action"] = "keep"
         out["reason"] = "acceptance %s, gain %s over the recorded baseline: still worth keeping" % (
             "%.1f %%" % (rate * 100) if rate is not None else "n/a",
-            "%+.1f %%" % (out["gain"] * 100) if out["gain"] is not None else "n/a")
+            "%+.1f %%" % (out["gain"] * 100) if out["gain"] is not None else "n/a",
+        )
     return out
 
 
 # --- Prometheus text exposition format ---------------------------------------------------------
+
 
 def escape_label_value(value):
     """Label value escaping of the text format: backslash, double quote and line feed."""
@@ -208,42 +220,71 @@ def textfile(state, host):
     base = {"host": host}
     verify = state.get("verify") or {}
     families = []
-    families.append(format_metric_family(
-        PREFIX + "decision", "gauge",
-        "Recorded speculative-decoding decision of the device: 1 for the current one (keep, revert, skip, failed; none when nothing is recorded).",
-        [(dict(base, decision=d), 1 if decision == d else 0) for d in DECISIONS + ("none",)]))
-    families.append(format_metric_family(
-        PREFIX + "info", "gauge",
-        "Configuration of the recorded decision; the value is always 1.",
-        [(dict(base, label=state.get("label") or decision, model=state.get("model") or "",
-               method=state.get("method") or "", speculator=state.get("speculator") or "",
-               vllm_version=state.get("vllm_version") or ""), 1)]))
+    families.append(
+        format_metric_family(
+            PREFIX + "decision",
+            "gauge",
+            "Recorded speculative-decoding decision of the device: 1 for the current one (keep, revert, skip, failed; none when nothing is recorded).",
+            [(dict(base, decision=d), 1 if decision == d else 0) for d in (*DECISIONS, "none")],
+        )
+    )
+    families.append(
+        format_metric_family(
+            PREFIX + "info",
+            "gauge",
+            "Configuration of the recorded decision; the value is always 1.",
+            [
+                (
+                    dict(
+                        base,
+                        label=state.get("label") or decision,
+                        model=state.get("model") or "",
+                        method=state.get("method") or "",
+                        speculator=state.get("speculator") or "",
+                        vllm_version=state.get("vllm_version") or "",
+                    ),
+                    1,
+                )
+            ],
+        )
+    )
     k = _num(state.get("num_speculative_tokens"))
     if k is not None and decision == "keep":
-        families.append(format_metric_family(
-            PREFIX + "num_speculative_tokens", "gauge", "num_speculative_tokens of the kept configuration.", [(base, k)]))
+        families.append(format_metric_family(PREFIX + "num_speculative_tokens", "gauge", "num_speculative_tokens of the kept configuration.", [(base, k)]))
     decided = _num(state.get("decided_at"))
     if decided:
-        families.append(format_metric_family(
-            PREFIX + "decided_timestamp_seconds", "gauge", "When the decision was taken, in seconds since the epoch.", [(base, decided)]))
+        families.append(
+            format_metric_family(PREFIX + "decided_timestamp_seconds", "gauge", "When the decision was taken, in seconds since the epoch.", [(base, decided)])
+        )
     if verify.get("acceptance_rate") is not None:
         rate, length, source, at = verify.get("acceptance_rate"), verify.get("acceptance_length"), "verify", _num(verify.get("checked_at"))
     else:
         rate, length = recorded_acceptance(state)
         source, at = "trial", decided
     if rate is not None:
-        families.append(format_metric_family(
-            PREFIX + "acceptance_rate", "gauge",
-            "Last measured draft acceptance rate (accepted / drafted tokens, 0-1); source trial or verify.",
-            [(dict(base, source=source), rate)]))
+        families.append(
+            format_metric_family(
+                PREFIX + "acceptance_rate",
+                "gauge",
+                "Last measured draft acceptance rate (accepted / drafted tokens, 0-1); source trial or verify.",
+                [(dict(base, source=source), rate)],
+            )
+        )
         if length is not None:
-            families.append(format_metric_family(
-                PREFIX + "acceptance_length", "gauge", "Last measured mean acceptance length (1 + accepted / drafts).",
-                [(dict(base, source=source), length)]))
+            families.append(
+                format_metric_family(
+                    PREFIX + "acceptance_length",
+                    "gauge",
+                    "Last measured mean acceptance length (1 + accepted / drafts).",
+                    [(dict(base, source=source), length)],
+                )
+            )
         if at:
-            families.append(format_metric_family(
-                PREFIX + "acceptance_timestamp_seconds", "gauge", "When the last acceptance was measured, in seconds since the epoch.",
-                [(base, at)]))
+            families.append(
+                format_metric_family(
+                    PREFIX + "acceptance_timestamp_seconds", "gauge", "When the last acceptance was measured, in seconds since the epoch.", [(base, at)]
+                )
+            )
     gain = _num(((state.get("verdict") or {}).get("gain_c1") or {}).get("estimate"))
     samples = []
     if gain is not None:
@@ -251,10 +292,16 @@ def textfile(state, host):
     if _num(verify.get("gain")) is not None:
         samples.append((dict(base, source="verify"), _num(verify.get("gain"))))
     if samples:
-        families.append(format_metric_family(
-            PREFIX + "gain_ratio", "gauge", "Throughput gain at concurrency 1 over the baseline (speculative / baseline - 1).", samples))
+        families.append(
+            format_metric_family(PREFIX + "gain_ratio", "gauge", "Throughput gain at concurrency 1 over the baseline (speculative / baseline - 1).", samples)
+        )
     if verify.get("checked_at") is not None:
-        families.append(format_metric_family(
-            PREFIX + "verify_timestamp_seconds", "gauge", "When verify_speculation last checked the device, in seconds since the epoch.",
-            [(dict(base, action=verify.get("action") or ""), _num(verify.get("checked_at")) or 0)]))
+        families.append(
+            format_metric_family(
+                PREFIX + "verify_timestamp_seconds",
+                "gauge",
+                "When verify_speculation last checked the device, in seconds since the epoch.",
+                [(dict(base, action=verify.get("action") or ""), _num(verify.get("checked_at")) or 0)],
+            )
+        )
     return "\n".join(line for family in families for line in family) + "\n"

@@ -26,12 +26,26 @@ STATE = {
         {"arm": "baseline", "concurrency": 1, "output_throughput": 10.4},
         {"arm": "baseline", "concurrency": 1, "output_throughput": 9.8},
         {"arm": "baseline", "concurrency": 8, "output_throughput": 60.0},
-        {"arm": "speculative", "concurrency": 1, "output_throughput": 15.0, "spec_decode_acceptance_rate": 70.0,
-         "spec_decode_acceptance_length": 3.1, "spec_decode_draft_tokens": 300, "spec_decode_accepted_tokens": 210,
-         "spec_decode_num_drafts": 100},
-        {"arm": "speculative", "concurrency": 1, "output_throughput": 14.0, "spec_decode_acceptance_rate": 50.0,
-         "spec_decode_acceptance_length": 2.5, "spec_decode_draft_tokens": 300, "spec_decode_accepted_tokens": 150,
-         "spec_decode_num_drafts": 100},
+        {
+            "arm": "speculative",
+            "concurrency": 1,
+            "output_throughput": 15.0,
+            "spec_decode_acceptance_rate": 70.0,
+            "spec_decode_acceptance_length": 3.1,
+            "spec_decode_draft_tokens": 300,
+            "spec_decode_accepted_tokens": 210,
+            "spec_decode_num_drafts": 100,
+        },
+        {
+            "arm": "speculative",
+            "concurrency": 1,
+            "output_throughput": 14.0,
+            "spec_decode_acceptance_rate": 50.0,
+            "spec_decode_acceptance_length": 2.5,
+            "spec_decode_draft_tokens": 300,
+            "spec_decode_accepted_tokens": 150,
+            "spec_decode_num_drafts": 100,
+        },
     ],
 }
 
@@ -39,8 +53,13 @@ STATE = {
 def run(tok_s, accepted=None, drafted=300, drafts=100):
     out = {"concurrency": 1, "output_throughput": tok_s}
     if accepted is not None:
-        out.update(spec_decode_draft_tokens=drafted, spec_decode_accepted_tokens=accepted, spec_decode_num_drafts=drafts,
-                   spec_decode_acceptance_rate=accepted / drafted * 100, spec_decode_acceptance_length=1 + accepted / drafts)
+        out.update(
+            spec_decode_draft_tokens=drafted,
+            spec_decode_accepted_tokens=accepted,
+            spec_decode_num_drafts=drafts,
+            spec_decode_acceptance_rate=accepted / drafted * 100,
+            spec_decode_acceptance_length=1 + accepted / drafts,
+        )
     return out
 
 
@@ -96,8 +115,7 @@ def test_filters_are_registered():
 
 @pytest.mark.parametrize(
     "raw,escaped",
-    [("plain", "plain"), ('say "hi"', 'say \\"hi\\"'), ("back\\slash", "back\\\\slash"), ("two\nlines", "two\\nlines"),
-     ('\\"\n', '\\\\\\"\\n')],
+    [("plain", "plain"), ('say "hi"', 'say \\"hi\\"'), ("back\\slash", "back\\\\slash"), ("two\nlines", "two\\nlines"), ('\\"\n', '\\\\\\"\\n')],
 )
 def test_label_value_escaping(raw, escaped):
     assert _dayafter.escape_label_value(raw) == escaped
@@ -113,7 +131,7 @@ def test_textfile_parses_back_with_every_name_prefixed_and_typed():
     assert all(fam["type"] == "gauge" and fam["help"] for fam in families.values())
     decision = {labels["decision"]: value for labels, value in families["jetson_llm_speculative_decision"]["samples"]}
     assert decision == {"keep": 1, "revert": 0, "skip": 0, "failed": 0, "none": 0}
-    (labels, value), = families["jetson_llm_speculative_acceptance_rate"]["samples"]
+    ((labels, value),) = families["jetson_llm_speculative_acceptance_rate"]["samples"]
     # token-weighted over the speculative c=1 blocks: (210 + 150) / (300 + 300)
     assert labels == {"host": "orin-01", "source": "trial"} and value == pytest.approx(0.6)
     assert families["jetson_llm_speculative_num_speculative_tokens"]["samples"] == [({"host": "orin-01"}, 3.0)]
@@ -122,10 +140,10 @@ def test_textfile_parses_back_with_every_name_prefixed_and_typed():
 
 
 def test_textfile_round_trips_hostile_label_values():
-    state = dict(STATE, model='m"odel\\x', speculator="line1\nline2", label="keep \\ (\"strong\")")
+    state = dict(STATE, model='m"odel\\x', speculator="line1\nline2", label='keep \\ ("strong")')
     host = 'jet"son\\01\n'
     families = parse(textfile_plugin.speculative_textfile(state, host=host))
-    (labels, value), = families["jetson_llm_speculative_info"]["samples"]
+    ((labels, value),) = families["jetson_llm_speculative_info"]["samples"]
     assert value == 1
     assert labels["host"] == host and labels["model"] == state["model"]
     assert labels["speculator"] == state["speculator"] and labels["label"] == state["label"]
@@ -135,8 +153,11 @@ def test_textfile_round_trips_hostile_label_values():
 
 def test_textfile_prefers_the_verify_acceptance_and_reports_a_revert():
     state = copy.deepcopy(STATE)
-    state.update(decision="revert", label="revert (verify)",
-                 verify={"action": "revert", "acceptance_rate": 0.05, "acceptance_length": 1.15, "gain": -0.2, "checked_at": 1764100000})
+    state.update(
+        decision="revert",
+        label="revert (verify)",
+        verify={"action": "revert", "acceptance_rate": 0.05, "acceptance_length": 1.15, "gain": -0.2, "checked_at": 1764100000},
+    )
     families = parse(_dayafter.textfile(state, "h"))
     assert families["jetson_llm_speculative_acceptance_rate"]["samples"] == [({"host": "h", "source": "verify"}, 0.05)]
     assert families["jetson_llm_speculative_acceptance_timestamp_seconds"]["samples"] == [({"host": "h"}, 1764100000.0)]
@@ -171,6 +192,7 @@ def test_textfile_through_templar(render):
 
 # ---- speculative_recheck ------------------------------------------------------------------------
 
+
 def test_recheck_keeps_a_device_that_still_pays():
     out = recheck_plugin.speculative_recheck(STATE, [run(14.5, 200), run(14.0, 190), run(14.8, 205)])
     assert out["action"] == "keep"
@@ -203,7 +225,7 @@ def test_recheck_gives_a_small_loss_within_the_noise_the_benefit_of_the_doubt():
 
 
 def test_recheck_reverts_a_server_that_does_not_speculate():
-    metrics = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} 0\n"
+    metrics = '# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine="0"} 0\n'
     out = recheck_plugin.speculative_recheck(STATE, [run(15.0)], metrics=metrics)
     assert out["action"] == "revert" and "does not speculate" in out["reason"]
 
@@ -220,8 +242,9 @@ def test_recheck_reads_lifetime_counters_summed_over_engines():
     assert out["lifetime_acceptance_rate"] == pytest.approx(0.6)
 
 
-@pytest.mark.parametrize("state,reason", [({}, "no recorded decision"), (dict(STATE, decision="revert"), "is revert"),
-                                          (dict(STATE, decision="skip", label="skip"), "is skip")])
+@pytest.mark.parametrize(
+    "state,reason", [({}, "no recorded decision"), (dict(STATE, decision="revert"), "is revert"), (dict(STATE, decision="skip", label="skip"), "is skip")]
+)
 def test_recheck_leaves_devices_without_a_kept_decision(state, reason):
     out = recheck_plugin.speculative_recheck(state, [])
     assert out["action"] == "leave" and reason in out["reason"]
