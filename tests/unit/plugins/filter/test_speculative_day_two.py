@@ -148,7 +148,7 @@ def test_textfile_round_trips_hostile_label_values():
     assert labels["host"] == host and labels["model"] == state["model"]
     assert labels["speculator"] == state["speculator"] and labels["label"] == state["label"]
     for fam in families.values():
-        assert all(sample_labels["host"] == host for sample_labels, _ in fam["samples"])
+        assert all(sample_labels["host"] == host for sample_labels, _value in fam["samples"])
 
 
 def test_textfile_prefers_the_verify_acceptance_and_reports_a_revert():
