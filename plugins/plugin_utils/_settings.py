@@ -248,6 +248,12 @@ RULES = {
     "speculative_decoding_state_dir": absolute_path,
     "speculative_decoding_verdict_max_age_days": int_range(0, 3650),
     "speculative_decoding_report_dir": absolute_path,
+    "speculative_decoding_verify_min_acceptance": fraction,
+    "speculative_decoding_verify_min_gain": float_range(-1, 10),
+    "speculative_decoding_verify_noise_floor": fraction,
+    "speculative_decoding_verify_blocks": int_range(1, 20),
+    "speculative_decoding_verify_requests": int_range(1, 1000),
+    "speculative_decoding_textfile_path": optional_path,
 }
 
 # The per-host overrides are checked by the planner's own rules (plugin_utils/_planning/checks.py).
