@@ -294,7 +294,7 @@ def test(args):
         problems.append("report outcomes differ: EE %s, plain %s" % (ee["outcomes"], plain["outcomes"]))
     if ee["devices"] != plain["devices"]:
         problems.append("device decisions differ: EE %s, plain %s" % (ee["devices"], plain["devices"]))
-    if set(ee["outcomes"]) != {h for h in plain["devices"]}:
+    if set(ee["outcomes"]) != set(plain["devices"]):
         problems.append("hosts without an outcome: %s" % sorted(set(plain["devices"]) - set(ee["outcomes"])))
     log("logs and results in %s" % work)
     if problems:
