@@ -37,6 +37,11 @@ options:
         order, unique), C(output_throughput) (tokens/s), C(median_tpot_ms), C(completed) (at least
         1) and C(failed); C(samples.output_tokens) is used to warn when the arms generated
         different lengths. An empty list asks for the first round.
+      - A block with a non-empty C(discard) (the reason, set by
+        P(jetson_llm.speculative.trial_blocks#filter) for a block whose measurement cannot be trusted,
+        for example one measured while the vLLM simulator ran late) does not enter the verdict, and
+        RV(next_blocks) asks for it again. At most two blocks of a trial are discarded; later ones
+        count, with a warning, so that a device that cannot be measured cleanly still ends its trial.
     type: list
     elements: dict
     required: true
@@ -159,8 +164,12 @@ _value:
       description: Throughput change at the high concurrency, same keys; C(status) C(disabled) without the check.
       type: dict
     requests_spent:
-      description: Requests measured (completed plus failed) over all blocks.
+      description: Requests measured (completed plus failed) over all blocks, discarded ones included.
       type: int
+    discarded:
+      description: The blocks left out of the verdict, each C({index, arm, concurrency, reason}).
+      type: list
+      elements: dict
     rounds:
       description: Complete pairs at the concurrency with the most of them.
       type: int
@@ -215,13 +224,50 @@ def _plain(value):
     return value
 
 
+# A trial discards at most this many blocks; the loop of the role leaves room for as many extra segments.
+MAX_DISCARDED = 2
+
+
+def _requests(block):
+    try:
+        return int(block.get("completed") or 0) + int(block.get("failed") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def split_discarded(blocks):
+    """The blocks that enter the verdict, those left out (the first MAX_DISCARDED with a ``discard``
+    reason) and those that carry a reason but count because the limit was reached."""
+    kept, discarded, counted = [], [], []
+    for block in blocks:
+        reason = block.get("discard") if isinstance(block, dict) else None
+        if reason and len(discarded) < MAX_DISCARDED:
+            discarded.append(block)
+            continue
+        if reason:
+            counted.append(block)
+        kept.append(block)
+    return kept, discarded, counted
+
+
 def speculative_verdict_filter(blocks, **thresholds):
     if not isinstance(blocks, (list, tuple)):
         raise AnsibleFilterError("The input of the {} filter must be a list of benchmark blocks; got {}".format(_FQCN, type(blocks).__name__))
+    kept, discarded, counted = split_discarded(_plain(blocks))
     try:
-        return verdict(_plain(blocks), **_plain(thresholds))
+        result = verdict(kept, **_plain(thresholds))
     except StatsError as exc:
         raise AnsibleFilterError("{}: {}".format(_FQCN, exc)) from exc
+    result["discarded"] = [{"index": b.get("index"), "arm": b.get("arm"), "concurrency": b.get("concurrency"), "reason": str(b["discard"])} for b in discarded]
+    result["requests_spent"] += sum(_requests(b) for b in discarded)
+    for b in discarded:
+        result["warnings"].append("block %s (%s, c=%s) discarded and measured again: %s" % (b.get("index"), b.get("arm"), b.get("concurrency"), b["discard"]))
+    for b in counted:
+        result["warnings"].append(
+            "block %s (%s, c=%s) counts although %s: %d blocks were discarded already"
+            % (b.get("index"), b.get("arm"), b.get("concurrency"), b["discard"], MAX_DISCARDED)
+        )
+    return result
 
 
 class FilterModule:

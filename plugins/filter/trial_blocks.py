@@ -17,6 +17,8 @@ description:
     measured (C(arm), C(concurrency), C(n_requests), as listed by
     P(jetson_llm.speculative.speculative_verdict#filter) in C(next_blocks)), and returns the runs tagged with
     their arm, concurrency and global measurement index, ready for the verdict.
+  - A run measured while the vLLM simulator ran late (C(sim_out_of_spec)) gets a C(discard) reason:
+    P(jetson_llm.speculative.speculative_verdict#filter) leaves such a block out and asks for it again.
 options:
   _input:
     description: The C(runs) list of the benchmark result, one per concurrency level, in order.
@@ -66,6 +68,10 @@ def trial_blocks(runs, segment, start, result_file=None):
             raise AnsibleFilterError("{}: run {} is at concurrency {}, the block at {}".format(_FQCN, i, run.get("concurrency"), block["concurrency"]))
         tagged = dict(run)
         tagged.update(arm=block["arm"], concurrency=int(block["concurrency"]), index=int(start) + i, result_file=result_file)
+        if run.get("sim_out_of_spec"):
+            tagged["discard"] = "measured while the vLLM simulator ran late (%.1f %% of modelled time lost, over its limit)" % (
+                100.0 * float(run.get("sim_lag_share") or 0.0)
+            )
         if block.get("num_speculative_tokens") not in (None, "", "None"):
             tagged["num_speculative_tokens"] = int(block["num_speculative_tokens"])
         out.append(tagged)

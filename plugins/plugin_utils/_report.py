@@ -95,16 +95,30 @@ def acceptance(blocks, concurrency):
     }
 
 
-def sim_lag(blocks):
+def discarded_indices(verdict):
+    """Indices of the blocks the verdict left out (``discarded``, each with its reason)."""
+    out = set()
+    for entry in (verdict or {}).get("discarded") or []:
+        if isinstance(entry, dict) and _int(entry.get("index")) is not None:
+            out.add(_int(entry.get("index")))
+    return out
+
+
+def sim_lag(blocks, discarded=()):
     """The simulator's timing over a host's benchmark blocks (only against the project's vLLM simulator):
-    ``{"max_share", "out_of_spec", "blocks"}``, or None when no block carries the simulator's lag."""
+    ``{"max_share", "out_of_spec", "discarded", "blocks"}``, or None when no block carries the
+    simulator's lag. ``out_of_spec`` counts the blocks measured late that entered the verdict (skewed
+    figures), ``discarded`` those measured late that the verdict left out and measured again."""
     shares = [_num(b.get("sim_lag_share")) for b in blocks or [] if isinstance(b, dict)]
     shares = [v for v in shares if v is not None]
     if not shares:
         return None
+    late = [b for b in blocks if isinstance(b, dict) and b.get("sim_out_of_spec")]
+    dropped = [b for b in late if _int(b.get("index")) in set(discarded)]
     return {
         "max_share": max(shares),
-        "out_of_spec": len([b for b in blocks if isinstance(b, dict) and b.get("sim_out_of_spec")]),
+        "out_of_spec": len(late) - len(dropped),
+        "discarded": len(dropped),
         "blocks": len(shares),
     }
 
@@ -114,6 +128,8 @@ def sim_lag_line(lag):
     if not lag:
         return None
     text = "simulator lag: at most %.1f%% of modelled time over %d blocks" % (100.0 * lag["max_share"], lag["blocks"])
+    if lag.get("discarded"):
+        text += "; %d blocks measured late were discarded and measured again" % lag["discarded"]
     if lag["out_of_spec"]:
         text += "; OUT OF SPEC in %d blocks (the host ran late, figures skewed)" % lag["out_of_spec"]
     return text
@@ -174,7 +190,10 @@ def host_summary(result):
     """The normalised per-host row of the reports: what the table, the JSON summary and the HTML show."""
     verdict = result.get("verdict") or {}
     thresholds = verdict.get("thresholds") or {}
-    blocks = _blocks(result)
+    every_block = _blocks(result)
+    dropped = discarded_indices(verdict)
+    # the figures come from the blocks the verdict used; the simulator's lag from every block measured
+    blocks = [b for b in every_block if _int(b.get("index")) not in dropped]
     high = _high(result)
     outcome = str(result.get("outcome") or "?")
     tried = outcome != "skip" or bool(result.get("fitted"))
@@ -186,7 +205,7 @@ def host_summary(result):
     if min_gain is None and gain_c1 is not None:
         min_gain = gain_c1["threshold"]
     bench_warnings = []
-    for block in blocks:
+    for block in every_block:
         bench_warnings.extend(block.get("warnings") or [])
     return {
         "host": _text(result.get("host")) or "?",
@@ -221,7 +240,8 @@ def host_summary(result):
         "requests_spent": _int(verdict.get("requests_spent")),
         "arm_switches": _int(verdict.get("arm_switches")),
         "blocks": len(blocks),
-        "sim_lag": sim_lag(blocks),
+        "discarded_blocks": len(every_block) - len(blocks),
+        "sim_lag": sim_lag(every_block, dropped),
         "noise": _noise(verdict.get("noise")),
         "warnings": _strings(verdict.get("warnings")),
         "plan_warnings": _strings(fitted.get("warnings") if fitted else plan.get("warnings")),

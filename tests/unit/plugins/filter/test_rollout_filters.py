@@ -71,6 +71,11 @@ def test_trial_blocks_tag_arm_concurrency_index_and_k():
     got = trial_blocks(runs, segment=seg, start=6, result_file="/x.json")
     assert [(b["arm"], b["concurrency"], b["index"]) for b in got] == [("speculative", 1, 6), ("speculative", 8, 7)]
     assert got[0]["num_speculative_tokens"] == 4 and "num_speculative_tokens" not in got[1]
+    assert "discard" not in got[0] and "discard" not in got[1]
+    late = [dict(runs[0], sim_out_of_spec=True, sim_lag_share=0.0672), dict(runs[1], sim_out_of_spec=False, sim_lag_share=0.001)]
+    got = trial_blocks(late, segment=seg, start=6)
+    assert got[0]["discard"] == "measured while the vLLM simulator ran late (6.7 % of modelled time lost, over its limit)"
+    assert "discard" not in got[1]
     with pytest.raises(AnsibleFilterError, match="2 runs for 1 blocks"):
         trial_blocks(runs, segment=seg[:1], start=0)
     with pytest.raises(AnsibleFilterError, match="concurrency 8, the block at 1"):

@@ -46,8 +46,43 @@ def test_filter_is_registered_under_its_name():
 def test_direct_call_equals_the_statistics():
     data = blocks()
     result = plugin.speculative_verdict_filter(data, min_gain=0.15)
+    assert result.pop("discarded") == []
     assert result == _stats.verdict(data, min_gain=0.15)
     assert result["decision"] == "keep"
+
+
+def _late(block, share=0.067):
+    late = dict(block, discard="measured while the vLLM simulator ran late (%.1f %% of modelled time lost, over its limit)" % (100 * share))
+    late["output_throughput"] *= 0.5  # skewed figures, which must not reach the verdict
+    return late
+
+
+def test_a_discarded_block_is_left_out_and_measured_again():
+    data = blocks(rounds=3)
+    clean = plugin.speculative_verdict_filter(data[:-1])
+    assert clean["decision"] == "continue" and clean["next_blocks"][0]["arm"] == data[-1]["arm"]
+    got = plugin.speculative_verdict_filter([*data[:-1], _late(data[-1])])
+    # the same verdict as without the block, the same block asked for again, its requests counted
+    assert got["decision"] == "continue" and got["next_blocks"] == clean["next_blocks"]
+    last = data[-1]
+    assert got["discarded"] == [{"index": last["index"], "arm": last["arm"], "concurrency": last["concurrency"], "reason": _late(last)["discard"]}]
+    assert got["requests_spent"] == clean["requests_spent"] + data[-1]["completed"]
+    assert any("discarded and measured again" in w and "ran late (6.7 %" in w for w in got["warnings"])
+    # measured again (a new index): the verdict is the one of the clean trial
+    again = dict(data[-1], index=len(data))
+    final = plugin.speculative_verdict_filter([*data[:-1], _late(data[-1]), again])
+    reference = _stats.verdict([*data[:-1], again])
+    assert final["decision"] == reference["decision"] == "keep"
+    assert final["gain_c1"] == reference["gain_c1"]
+
+
+def test_at_most_two_blocks_are_discarded_later_ones_count_with_a_warning():
+    data = blocks(rounds=3)
+    late = [_late(b) for b in data[:3]] + data[3:]
+    got = plugin.speculative_verdict_filter(late)
+    assert [d["index"] for d in got["discarded"]] == [0, 1]
+    assert got == dict(got, requests_spent=_stats.verdict(late[2:])["requests_spent"] + data[0]["completed"] + data[1]["completed"])
+    assert any(w.startswith("block 2 (") and "counts although" in w for w in got["warnings"])
 
 
 def test_non_list_input_names_the_filter():
@@ -73,7 +108,7 @@ def test_jinja_call_through_templar(render):
     data = blocks(g1=0.0, q1=0.0)
     result = render("{{ bench | jetson_llm.speculative.speculative_verdict }}", {"bench": data})
     assert result["label"] == "revert (no gain)"
-    assert result == _stats.verdict(data)
+    assert result == dict(_stats.verdict(data), discarded=[])
 
 
 def test_jinja_thresholds_and_null_high_concurrency(render):

@@ -255,6 +255,11 @@ def test_timing_without_data():
 def test_simulator_lag_per_host_in_the_table():
     blocks = [{"sim_lag_share": 0.004, "sim_out_of_spec": False}, {"sim_lag_share": 0.031, "sim_out_of_spec": True}, {"arm": "baseline"}]
     lag = r.sim_lag(blocks)
-    assert lag == {"max_share": 0.031, "out_of_spec": 1, "blocks": 2}
+    assert lag == {"max_share": 0.031, "out_of_spec": 1, "discarded": 0, "blocks": 2}
     assert r.sim_lag_line(lag) == "simulator lag: at most 3.1% of modelled time over 2 blocks; OUT OF SPEC in 1 blocks (the host ran late, figures skewed)"
+    # a late block the verdict discarded (and measured again) is no longer out of spec
+    indexed = [dict(b, index=i) for i, b in enumerate(blocks)]
+    lag = r.sim_lag(indexed, discarded={1})
+    assert lag == {"max_share": 0.031, "out_of_spec": 0, "discarded": 1, "blocks": 2}
+    assert r.sim_lag_line(lag) == "simulator lag: at most 3.1% of modelled time over 2 blocks; 1 blocks measured late were discarded and measured again"
     assert r.sim_lag([{"arm": "baseline"}]) is None and r.sim_lag_line(None) is None
