@@ -17,7 +17,7 @@ description:
     measured (C(arm), C(concurrency), C(n_requests), as listed by
     P(jetson_llm.speculative.speculative_verdict#filter) in C(next_blocks)), and returns the runs tagged with
     their arm, concurrency and global measurement index, ready for the verdict.
-  - A run measured while the vLLM simulator ran late (C(sim_out_of_spec)) gets a C(discard) reason:
+  - A run measured while the vLLM simulator ran late (C(sim_out_of_spec)) gets a C(discard) reason, and
     P(jetson_llm.speculative.speculative_verdict#filter) leaves such a block out and asks for it again.
 options:
   _input:
