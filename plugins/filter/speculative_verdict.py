@@ -202,7 +202,8 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats import StatsError, verdict
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import StatsError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.sequential import verdict
 
 _FQCN = "jetson_llm.speculative.speculative_verdict"
 
