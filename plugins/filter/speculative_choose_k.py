@@ -45,7 +45,8 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats import StatsError, choose_k
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import StatsError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.ksweep import choose_k
 
 _FQCN = "jetson_llm.speculative.speculative_choose_k"
 

@@ -63,7 +63,8 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats import StatsError, k_sweep, sweep_schedule
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import StatsError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.ksweep import k_sweep, sweep_schedule
 
 _FQCN = "jetson_llm.speculative.speculative_k_sweep"
 

@@ -202,26 +202,11 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats import StatsError, verdict
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import StatsError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.sequential import verdict
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._values import plain as _plain
 
 _FQCN = "jetson_llm.speculative.speculative_verdict"
-
-
-def _plain(value):
-    """Copy Ansible's (possibly tagged or lazy) containers and scalars into plain Python types."""
-    if isinstance(value, dict):
-        return dict((_plain(k), _plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    return value
 
 
 # A trial discards at most this many blocks; the loop of the role leaves room for as many extra segments.

@@ -49,7 +49,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats import StatsError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import StatsError
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._trial import TrialError, next_action
 
 _FQCN = "jetson_llm.speculative.trial_action"

@@ -34,7 +34,7 @@ speculative one, the server's invocation did not change during the block and is 
 block failing the proof is discarded (never enters the verdict), counted, and the arm is applied
 again; after ``max_discards`` discards the trial ends with a revert (cause ``arm_proof``).
 
-The verdict (``_stats.verdict``) is evaluated after each measured segment, the cadence of the role;
+The verdict (``_stats.sequential.verdict``) is evaluated after each measured segment, the cadence of the role;
 its ``next_blocks`` give the arm order (mirrored rounds: one restart per round, linear drift cancels).
 """
 
@@ -42,10 +42,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _stats
-
-BASELINE = _stats.BASELINE
-SPECULATIVE = _stats.SPECULATIVE
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import DEFAULTS, SPECULATIVE
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.sequential import verdict
 
 TRIAL_DEFAULTS = {
     "warmups": 2,
@@ -70,7 +68,7 @@ def split_settings(settings):
     for key, value in settings.items():
         if key in TRIAL_DEFAULTS:
             trial[key] = value
-        elif key in _stats.DEFAULTS:
+        elif key in DEFAULTS:
             thresholds[key] = value
         else:
             raise TrialError("unknown trial setting %r" % (key,))
@@ -195,7 +193,7 @@ def next_action(settings, observations):
             "verdict": None,
             "counters": counters,
         }
-    result = _stats.verdict(state["blocks"], **state["thresholds"])
+    result = verdict(state["blocks"], **state["thresholds"])
     if result["decision"] != "continue":
         return {
             "action": "done",

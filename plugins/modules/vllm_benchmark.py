@@ -716,7 +716,8 @@ from datetime import datetime, timezone
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _bench
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.client import DEFAULT_URL, BenchError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.runner import run_benchmark
 
 CHECK_MODE_MSG = "Check mode - the benchmark sends load to the server and is not run."
 
@@ -807,7 +808,7 @@ def validate(params):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type="str", default=_bench.DEFAULT_URL),
+            url=dict(type="str", default=DEFAULT_URL),
             model=dict(type="str"),
             api_key=dict(type="str", no_log=True),
             concurrency=dict(type="list", elements="int", default=[1, 8]),
@@ -840,7 +841,7 @@ def main():
     finished = []
     started_at = time.time()
     try:
-        result = _bench.run_benchmark(
+        result = run_benchmark(
             url=params["url"],
             model=params["model"],
             api_key=params["api_key"],
@@ -861,7 +862,7 @@ def main():
             stall_timeout=params["stall_timeout"],
             stall_factor=params["stall_factor"],
         )
-    except _bench.BenchError as exc:
+    except BenchError as exc:
         module.fail_json(msg=to_native(exc), runs=finished, cause=getattr(exc, "cause", "error"))
 
     result_file = None

@@ -38,7 +38,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, ".cache", "collections"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "vllm_sim"))
 
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _stats, _trial  # noqa: E402
+from ansible_collections.jetson_llm.speculative.plugins.module_utils import _trial  # noqa: E402
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import DEFAULTS  # noqa: E402
 from vllm_sim import prompts  # noqa: E402
 from vllm_sim.calibration import DEVICES  # noqa: E402
 from vllm_sim.engine import simulate_run  # noqa: E402
@@ -47,8 +48,8 @@ from vllm_sim.startup_time import startup_seconds  # noqa: E402
 OUTPUT_TOKENS = 128
 PUBLISHED_PROMPTS = 50
 PUBLISHED_WARMUPS = 2
-THRESHOLD = _stats.DEFAULTS["min_gain"]
-TOLERANCE = _stats.DEFAULTS["c8_tolerance"]
+THRESHOLD = DEFAULTS["min_gain"]
+TOLERANCE = DEFAULTS["c8_tolerance"]
 LLAMA = ("agx-orin-64gb", "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", 3)
 QWEN_INT4 = ("agx-orin-64gb", "RedHatAI/Qwen3-8B-quantized.w4a16", "AngelSlim/Qwen3-8B_eagle3", 3)
 THOR_FP4 = ("thor-t5000", "nvidia/Llama-3.1-8B-Instruct-FP4", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", 5)

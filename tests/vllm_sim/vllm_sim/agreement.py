@@ -3,7 +3,7 @@
 
 ``python3 -m vllm_sim.agreement [--time-scale 0.1] [--rows N]`` runs each calibration row
 (``calibration.ROWS``) once in virtual time (``simulate_run``) and once through a real simulator
-server on 127.0.0.1, measured by the role's own benchmark client (``plugins/module_utils/_bench.py``,
+server on 127.0.0.1, measured by the role's own benchmark client (``plugins/module_utils/_bench/``,
 the same prompts, streaming chat requests, ``ignore_eos``, fixed ``max_tokens``). It prints the
 speculative/baseline output-throughput ratio of both side by side and exits 1 when they differ by
 more than ``--limit`` points (default 2) or a server reports itself out of spec (lag share above
@@ -39,9 +39,9 @@ SEED = 0
 
 
 def _bench_modules():
-    from ansible_collections.jetson_llm.speculative.plugins.module_utils import _bench, _bench_prompts
+    from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench import client, prompts, runner
 
-    return _bench, _bench_prompts
+    return client, runner, prompts
 
 
 def num_prompts(concurrency: int) -> int:
@@ -50,7 +50,7 @@ def num_prompts(concurrency: int) -> int:
 
 def virtual_ratio(device, target, head, k, concurrency) -> tuple:
     """(baseline tok/s, speculative tok/s) in virtual time with the role's prompts and request shape."""
-    _bench, prompts = _bench_modules()
+    _client, _runner, prompts = _bench_modules()
     n = num_prompts(concurrency)
     chat = [{"messages": p["messages"]} for p in prompts.select(n, SEED)]
     settings = {"device": calibration.DEVICES[device], "noise": 0.0, "seed": 11}
@@ -149,12 +149,12 @@ class _Served:
 
 def served_throughput(workdir, hf_home, device, target, head, k, concurrency, time_scale) -> tuple:
     """(modelled tok/s, lag share) of one arm measured through the server with the role's client."""
-    _bench, _prompts = _bench_modules()
+    client, runner, _prompts = _bench_modules()
     served = _Served(workdir, hf_home, device, target, head, k, time_scale)
     try:
         served.wait_ready()
-        server = _bench.Server(f"http://127.0.0.1:{served.port}")
-        run = _bench.run_level(
+        server = client.Server(f"http://127.0.0.1:{served.port}")
+        run = runner.run_level(
             server,
             target,
             concurrency,

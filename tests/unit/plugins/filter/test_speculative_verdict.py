@@ -8,7 +8,7 @@ import random
 import pytest
 from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible_collections.jetson_llm.speculative.plugins.filter import speculative_verdict as plugin
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _stats
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.sequential import verdict
 
 FQCN = "jetson_llm.speculative.speculative_verdict"
 
@@ -47,7 +47,7 @@ def test_direct_call_equals_the_statistics():
     data = blocks()
     result = plugin.speculative_verdict_filter(data, min_gain=0.15)
     assert result.pop("discarded") == []
-    assert result == _stats.verdict(data, min_gain=0.15)
+    assert result == verdict(data, min_gain=0.15)
     assert result["decision"] == "keep"
 
 
@@ -71,7 +71,7 @@ def test_a_discarded_block_is_left_out_and_measured_again():
     # measured again (a new index): the verdict is the one of the clean trial
     again = dict(data[-1], index=len(data))
     final = plugin.speculative_verdict_filter([*data[:-1], _late(data[-1]), again])
-    reference = _stats.verdict([*data[:-1], again])
+    reference = verdict([*data[:-1], again])
     assert final["decision"] == reference["decision"] == "keep"
     assert final["gain_c1"] == reference["gain_c1"]
 
@@ -81,7 +81,7 @@ def test_at_most_two_blocks_are_discarded_later_ones_count_with_a_warning():
     late = [_late(b) for b in data[:3]] + data[3:]
     got = plugin.speculative_verdict_filter(late)
     assert [d["index"] for d in got["discarded"]] == [0, 1]
-    assert got == dict(got, requests_spent=_stats.verdict(late[2:])["requests_spent"] + data[0]["completed"] + data[1]["completed"])
+    assert got == dict(got, requests_spent=verdict(late[2:])["requests_spent"] + data[0]["completed"] + data[1]["completed"])
     assert any(w.startswith("block 2 (") and "counts although" in w for w in got["warnings"])
 
 
@@ -108,7 +108,7 @@ def test_jinja_call_through_templar(render):
     data = blocks(g1=0.0, q1=0.0)
     result = render("{{ bench | jetson_llm.speculative.speculative_verdict }}", {"bench": data})
     assert result["label"] == "revert (no gain)"
-    assert result == dict(_stats.verdict(data), discarded=[])
+    assert result == dict(verdict(data), discarded=[])
 
 
 def test_jinja_thresholds_and_null_high_concurrency(render):

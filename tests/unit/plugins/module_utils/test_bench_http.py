@@ -10,7 +10,16 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _bench
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.client import (
+    BenchError,
+    Server,
+    build_payload,
+    clock,
+    server_version,
+    stream_request,
+    wait_ready,
+)
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.runner import run_level
 
 MODEL = "Qwen/Qwen3-8B"
 WORDS = ["alpha ", "beta ", "gamma ", "delta ", "epsilon ", "zeta ", "eta ", "theta "]
@@ -197,9 +206,9 @@ PROMPT = {"id": "t", "kind": "chat", "messages": [{"role": "user", "content": "h
 
 
 def one(server_url, post_timeout=10.0, deadline=None, api_key=None, tokens=16):
-    server = _bench.Server(server_url, api_key=api_key)
-    payload = _bench.build_payload("chat", MODEL, PROMPT, tokens)
-    return _bench.stream_request(server, "/v1/chat/completions", payload, post_timeout, deadline)
+    server = Server(server_url, api_key=api_key)
+    payload = build_payload("chat", MODEL, PROMPT, tokens)
+    return stream_request(server, "/v1/chat/completions", payload, post_timeout, deadline)
 
 
 def test_stream_over_chunked_http_with_split_events(fake):
@@ -297,7 +306,7 @@ def test_connection_refused():
 
 def test_deadline_already_passed(fake):
     srv = fake()
-    rec = one(srv.url, deadline=_bench.clock() - 1)
+    rec = one(srv.url, deadline=clock() - 1)
     assert rec["error"] == "deadline reached before the request started"
     assert not [c for c in srv.calls if c[0] == "POST"]
 
@@ -317,15 +326,15 @@ def test_wait_ready_treats_503_as_loading(fake):
         default_get(handler)
 
     srv = fake(get=get)
-    info = _bench.wait_ready(_bench.Server(srv.url), None, timeout=5, interval=0.01)
+    info = wait_ready(Server(srv.url), None, timeout=5, interval=0.01)
     assert info == {"model": MODEL, "max_model_len": 4096, "root": "/models/q", "models": [MODEL]}
     assert state["n"] == 3
 
 
 def test_wait_ready_wrong_model(fake):
     srv = fake()
-    with pytest.raises(_bench.BenchError) as err:
-        _bench.wait_ready(_bench.Server(srv.url), "other/model", timeout=0.05, interval=0.01)
+    with pytest.raises(BenchError) as err:
+        wait_ready(Server(srv.url), "other/model", timeout=0.05, interval=0.01)
     assert "'other/model' not in /v1/models (serving: Qwen/Qwen3-8B)" in str(err.value)
     assert srv.url in str(err.value)
 
@@ -333,8 +342,8 @@ def test_wait_ready_wrong_model(fake):
 def test_wait_ready_refused_is_bounded():
     url = "http://127.0.0.1:%d" % free_port()
     sleeps = []
-    with pytest.raises(_bench.BenchError, match="not ready after 1 s: connection refused"):
-        _bench.wait_ready(_bench.Server(url), None, timeout=1, interval=0.25, sleep=sleeps.append)
+    with pytest.raises(BenchError, match="not ready after 1 s: connection refused"):
+        wait_ready(Server(url), None, timeout=1, interval=0.25, sleep=sleeps.append)
     assert 1 <= len(sleeps) <= 4
 
 
@@ -347,23 +356,23 @@ def test_wait_ready_rejected_key_fails_at_once(fake):
 
     srv = fake(get=get)
     sleeps = []
-    with pytest.raises(_bench.BenchError, match="HTTP 401: the api_key is missing or wrong"):
-        _bench.wait_ready(_bench.Server(srv.url, api_key="bad"), None, timeout=30, interval=1, sleep=sleeps.append)
+    with pytest.raises(BenchError, match="HTTP 401: the api_key is missing or wrong"):
+        wait_ready(Server(srv.url, api_key="bad"), None, timeout=30, interval=1, sleep=sleeps.append)
     assert sleeps == []
 
 
 def test_server_version(fake):
-    assert _bench.server_version(_bench.Server(fake().url)) == "0.11.0"
+    assert server_version(Server(fake().url)) == "0.11.0"
 
     def get(handler):
         handler.send_json(404, {"detail": "Not Found"})
 
-    assert _bench.server_version(_bench.Server(fake(get=get).url)) is None
+    assert server_version(Server(fake(get=get).url)) is None
 
 
 def test_bad_url():
-    with pytest.raises(_bench.BenchError, match="url must be"):
-        _bench.Server("127.0.0.1:8000")
+    with pytest.raises(BenchError, match="url must be"):
+        Server("127.0.0.1:8000")
 
 
 # ---------------------------------------------------------------------------- runner
@@ -371,8 +380,8 @@ def test_bad_url():
 
 def test_run_level_counts_blocks_warmups_and_acceptance(fake):
     srv = fake(speculative=True)
-    server = _bench.Server(srv.url)
-    run = _bench.run_level(server, MODEL, 3, 12, num_warmups=4, output_len=12, blocks=3, timeout=10, deadline=_bench.clock() + 60)
+    server = Server(srv.url)
+    run = run_level(server, MODEL, 3, 12, num_warmups=4, output_len=12, blocks=3, timeout=10, deadline=clock() + 60)
     posts = [c for c in srv.calls if c[0] == "POST"]
     assert len(posts) == 16  # 4 warm-ups + 12 measured
     measured_ids = [p[3]["messages"][0]["content"] for p in posts[4:]]
@@ -397,7 +406,7 @@ def test_run_level_counts_blocks_warmups_and_acceptance(fake):
 
 def test_run_level_without_speculation_has_no_spec_fields(fake):
     srv = fake(speculative=False)
-    run = _bench.run_level(_bench.Server(srv.url), MODEL, 2, 4, num_warmups=0, output_len=8, timeout=10)
+    run = run_level(Server(srv.url), MODEL, 2, 4, num_warmups=0, output_len=8, timeout=10)
     assert run["completed"] == 4
     assert not [k for k in run if k.startswith("spec_decode")]
 
@@ -410,15 +419,15 @@ def test_run_level_fails_on_a_failed_request(fake):
             stream_ok(handler, payload, number)
 
     srv = fake(post=post)
-    with pytest.raises(_bench.BenchError) as err:
-        _bench.run_level(_bench.Server(srv.url), MODEL, 1, 5, num_warmups=0, output_len=8, timeout=10)
+    with pytest.raises(BenchError) as err:
+        run_level(Server(srv.url), MODEL, 1, 5, num_warmups=0, output_len=8, timeout=10)
     text = str(err.value)
     assert "1 of 5 requests failed" in text
     assert srv.url + "/v1/chat/completions" in text
     assert "HTTP 500" in text and "engine step failed" in text
 
     srv2 = fake(post=post)
-    run = _bench.run_level(_bench.Server(srv2.url), MODEL, 1, 5, num_warmups=0, output_len=8, timeout=10, max_failed_fraction=0.2)
+    run = run_level(Server(srv2.url), MODEL, 1, 5, num_warmups=0, output_len=8, timeout=10, max_failed_fraction=0.2)
     assert run["completed"] == 4 and run["failed"] == 1
     assert "HTTP 500" in run["errors"][0]
 
@@ -428,8 +437,8 @@ def test_run_level_with_every_warmup_failing_stops_early(fake):
         handler.send_json(400, {"error": {"message": "max_tokens is too large"}})
 
     srv = fake(post=post)
-    with pytest.raises(_bench.BenchError, match=r"every warm-up request .* failed .*max_tokens is too large"):
-        _bench.run_level(_bench.Server(srv.url), MODEL, 2, 10, num_warmups=3, output_len=8, timeout=10)
+    with pytest.raises(BenchError, match=r"every warm-up request .* failed .*max_tokens is too large"):
+        run_level(Server(srv.url), MODEL, 2, 10, num_warmups=3, output_len=8, timeout=10)
     assert len([c for c in srv.calls if c[0] == "POST"]) == 3
 
 
@@ -439,8 +448,8 @@ def test_run_level_deadline_bounds_the_run(fake):
         stream_ok(handler, payload, number)
 
     srv = fake(post=post)
-    with pytest.raises(_bench.BenchError) as err:
-        _bench.run_level(_bench.Server(srv.url), MODEL, 1, 50, num_warmups=0, output_len=4, timeout=10, deadline=_bench.clock() + 0.5)
+    with pytest.raises(BenchError) as err:
+        run_level(Server(srv.url), MODEL, 1, 50, num_warmups=0, output_len=4, timeout=10, deadline=clock() + 0.5)
     assert "requests failed" in str(err.value)
     assert "run deadline reached" in str(err.value)
     assert len([c for c in srv.calls if c[0] == "POST"]) < 50
@@ -454,6 +463,6 @@ def test_missing_usage_is_warned(fake):
         handler.chunk(b"data: [DONE]\n\n")
         handler.end_chunked()
 
-    run = _bench.run_level(_bench.Server(fake(post=post).url), MODEL, 1, 3, num_warmups=0, output_len=8, timeout=10)
+    run = run_level(Server(fake(post=post).url), MODEL, 1, 3, num_warmups=0, output_len=8, timeout=10)
     assert any("no usage.completion_tokens" in w for w in run["warnings"])
     assert run["total_output_tokens"] == 24  # one token per chunk here, so the count is still right

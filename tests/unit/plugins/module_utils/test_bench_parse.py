@@ -5,7 +5,8 @@ import hashlib
 import json
 
 import pytest
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _bench
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.client import BenchError, SSEParser, StreamAccumulator, build_payload
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.metrics import parse_prometheus, spec_decode_counters, spec_decode_fields
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -73,8 +74,8 @@ COMPLETION_EVENTS = [
 
 
 def feed_timed(events, times, start=100.0):
-    acc = _bench.StreamAccumulator(start)
-    parser = _bench.SSEParser()
+    acc = StreamAccumulator(start)
+    parser = SSEParser()
     payload = sse(events)
     # one network read per event, arriving at the given times
     pieces = payload.split(b"\n\n")[:-1]
@@ -177,7 +178,7 @@ def test_single_token_has_no_tpot():
 
 
 def _all_events(chunks):
-    parser = _bench.SSEParser()
+    parser = SSEParser()
     out = []
     for chunk in chunks:
         out.extend(parser.feed(chunk))
@@ -208,7 +209,7 @@ def test_sse_unterminated_last_event_is_flushed_on_close():
 
 
 def test_sse_rejects_runaway_event():
-    parser = _bench.SSEParser(max_event_bytes=100)
+    parser = SSEParser(max_event_bytes=100)
     with pytest.raises(ValueError, match="larger than"):
         parser.feed(b"data: " + b"x" * 200)
 
@@ -218,7 +219,7 @@ def test_sse_rejects_runaway_event():
 
 def test_chat_payload():
     prompt = {"id": "p", "kind": "chat", "messages": [{"role": "user", "content": "hi"}], "prompt": "hi"}
-    payload = _bench.build_payload("chat", "m", prompt, 128, temperature=0.0, seed=3)
+    payload = build_payload("chat", "m", prompt, 128, temperature=0.0, seed=3)
     assert payload == {
         "model": "m",
         "messages": [{"role": "user", "content": "hi"}],
@@ -229,10 +230,10 @@ def test_chat_payload():
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    completion = _bench.build_payload("completions", "m", prompt, 16)
+    completion = build_payload("completions", "m", prompt, 16)
     assert completion["prompt"] == "hi" and "messages" not in completion
-    with pytest.raises(_bench.BenchError, match="endpoint"):
-        _bench.build_payload("responses", "m", prompt, 16)
+    with pytest.raises(BenchError, match="endpoint"):
+        build_payload("responses", "m", prompt, 16)
 
 
 # ---------------------------------------------------------------------------- Prometheus
@@ -269,7 +270,7 @@ vllm:spec_decode_num_drafts_total{engine="0",model_name="other-model"} 99999.0
 
 
 def test_parse_prometheus_samples_and_labels():
-    samples = _bench.parse_prometheus(METRICS_TEXT)
+    samples = parse_prometheus(METRICS_TEXT)
     assert ("vllm:num_requests_running", {"engine": "0", "model_name": "Qwen/Qwen3-8B"}, 0.0) in (samples)
     assert all(not name.startswith("#") for name, _unused, _unused in samples)
     assert len(samples) == 15
@@ -284,7 +285,7 @@ def test_parse_prometheus_escapes_timestamps_and_specials():
         "this line is not a sample\n"
         "broken{label=unquoted} 1\n"
     )
-    samples = _bench.parse_prometheus(text)
+    samples = parse_prometheus(text)
     assert samples[0] == ("m", {"path": "C:\\dir", "quote": 'say "hi"', "nl": "a\nb"}, 1.5)
     assert samples[1] == ("plain", {}, 3.0)
     assert samples[3][2] == float("inf")
@@ -292,34 +293,34 @@ def test_parse_prometheus_escapes_timestamps_and_specials():
 
 
 def test_spec_counters_sum_engines_and_filter_model():
-    counters = _bench.spec_decode_counters(METRICS_TEXT, "Qwen/Qwen3-8B")
+    counters = spec_decode_counters(METRICS_TEXT, "Qwen/Qwen3-8B")
     assert counters == {
         "num_drafts": 2000.0,
         "num_draft_tokens": 6000.0,
         "num_accepted_tokens": 3000.0,
         "per_pos": {0: 1600.0, 1: 950.0, 2: 450.0},
     }
-    unfiltered = _bench.spec_decode_counters(METRICS_TEXT)
+    unfiltered = spec_decode_counters(METRICS_TEXT)
     assert unfiltered["num_drafts"] == 2000.0 + 99999.0
 
 
 def test_spec_counters_absent_without_speculation():
     text = "\n".join(line for line in METRICS_TEXT.splitlines() if "spec_decode" not in line)
-    assert _bench.spec_decode_counters(text) is None
-    assert _bench.spec_decode_counters("") is None
+    assert spec_decode_counters(text) is None
+    assert spec_decode_counters("") is None
     # only the _created gauge is not a counter sample
-    assert _bench.spec_decode_counters('vllm:spec_decode_num_drafts_created{engine="0"} 1.7e9\n') is None
+    assert spec_decode_counters('vllm:spec_decode_num_drafts_created{engine="0"} 1.7e9\n') is None
 
 
 def test_spec_fields_as_vllm_defines_them():
-    before = _bench.spec_decode_counters(METRICS_TEXT, "Qwen/Qwen3-8B")
+    before = spec_decode_counters(METRICS_TEXT, "Qwen/Qwen3-8B")
     after = {
         "num_drafts": before["num_drafts"] + 400,
         "num_draft_tokens": before["num_draft_tokens"] + 1200,
         "num_accepted_tokens": before["num_accepted_tokens"] + 660,
         "per_pos": {0: 1600.0 + 320, 1: 950.0 + 220, 2: 450.0 + 120},
     }
-    fields, warnings = _bench.spec_decode_fields(before, after)
+    fields, warnings = spec_decode_fields(before, after)
     assert warnings == []
     assert fields["spec_decode_acceptance_rate"] == pytest.approx(660 / 1200 * 100)
     assert fields["spec_decode_acceptance_length"] == pytest.approx(1 + 660 / 400)
@@ -333,16 +334,16 @@ def test_spec_fields_as_vllm_defines_them():
 
 
 def test_spec_fields_absent_or_partial():
-    assert _bench.spec_decode_fields(None, None) == ({}, [])
+    assert spec_decode_fields(None, None) == ({}, [])
     counters = {"num_drafts": 1.0, "num_draft_tokens": 3.0, "num_accepted_tokens": 1.0, "per_pos": {}}
-    fields, warnings = _bench.spec_decode_fields(None, counters)
+    fields, warnings = spec_decode_fields(None, counters)
     assert fields == {} and "only after" in warnings[0]
-    fields, warnings = _bench.spec_decode_fields(counters, dict(counters))
+    fields, warnings = spec_decode_fields(counters, dict(counters))
     assert fields == {} and "drafted nothing" in warnings[0]
 
 
 def test_spec_counter_reset_is_an_error():
     before = {"num_drafts": 10.0, "num_draft_tokens": 30.0, "num_accepted_tokens": 12.0, "per_pos": {0: 8.0}}
     after = {"num_drafts": 2.0, "num_draft_tokens": 6.0, "num_accepted_tokens": 3.0, "per_pos": {0: 2.0}}
-    with pytest.raises(_bench.BenchError, match="server restarted"):
-        _bench.spec_decode_fields(before, after)
+    with pytest.raises(BenchError, match="server restarted"):
+        spec_decode_fields(before, after)

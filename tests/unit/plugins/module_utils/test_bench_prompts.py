@@ -5,7 +5,7 @@ import collections
 import json
 
 import pytest
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _bench_prompts as bp
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench import prompts as bp
 
 
 def test_at_least_sixty_prompts_with_unique_ids():

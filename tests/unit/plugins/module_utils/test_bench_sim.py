@@ -9,7 +9,9 @@ import sys
 import time
 
 import pytest
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _bench
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.client import BenchError, Server, wait_ready
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.metrics import SPEC_FIELDS, missing_metrics, sim_lag_fields
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.runner import run_benchmark
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 SIM_DIR = os.path.join(ROOT, "tests", "vllm_sim")
@@ -93,8 +95,8 @@ class Sim:
             if self.proc.poll() is not None:
                 raise AssertionError("simulator exited %s:\n%s" % (self.proc.returncode, self.read_log()))
             try:
-                return _bench.wait_ready(_bench.Server(self.url, self.api_key), TARGET, timeout=0.5, interval=0.1)
-            except _bench.BenchError:
+                return wait_ready(Server(self.url, self.api_key), TARGET, timeout=0.5, interval=0.1)
+            except BenchError:
                 time.sleep(0.2)
         raise AssertionError("simulator not ready:\n%s" % self.read_log())
 
@@ -138,7 +140,7 @@ SPEC_ARGS = (
 def bench(url, **kw):
     args = dict(concurrency=(1, 4), num_prompts=8, num_warmups=2, output_len=24, timeout=60, deadline=300)
     args.update(kw)
-    return _bench.run_benchmark(url, **args)
+    return run_benchmark(url, **args)
 
 
 def test_baseline_has_every_metric_and_no_acceptance(sim):
@@ -153,7 +155,7 @@ def test_baseline_has_every_metric_and_no_acceptance(sim):
         assert run["total_output_tokens"] == 8 * 24
         assert run["samples"]["output_tokens"] == [24] * 8
         assert len(run["samples"]["tpot_ms"]) == 8
-        assert _bench.missing_metrics(run) == []
+        assert missing_metrics(run) == []
         assert run["output_throughput"] > 0
         assert run["e2e_latency_ms_p50"] == run["median_e2el_ms"] > run["median_ttft_ms"] > 0
         assert not [k for k in run if k.startswith("spec_decode")]
@@ -165,7 +167,7 @@ def test_counts_per_concurrency_level(sim):
     result = bench(server.url, num_prompts=[3, 8])
     assert [(r["concurrency"], r["completed"]) for r in result["runs"]] == [(1, 3), (4, 8)]
     assert result["config"]["num_prompts"] == [3, 8]
-    with pytest.raises(_bench.BenchError, match="lists 1 counts for 2 concurrency levels"):
+    with pytest.raises(BenchError, match="lists 1 counts for 2 concurrency levels"):
         bench(server.url, num_prompts=[3])
 
 
@@ -177,7 +179,7 @@ def test_speculation_reports_acceptance_and_same_greedy_text(sim):
     result = bench(spec.url, concurrency=(1,), blocks=2)
     run = result["runs"][0]
     assert run["completed"] == 8
-    for key in _bench.SPEC_FIELDS:
+    for key in SPEC_FIELDS:
         assert key in run, key
     assert 1.0 <= run["spec_decode_acceptance_length"] <= SPEC_K + 1
     assert 0.0 <= run["spec_decode_acceptance_rate"] <= 100.0
@@ -203,7 +205,7 @@ def test_completions_endpoint(sim):
 
 def test_crashing_server_is_an_error_not_zeros(sim):
     server = sim(settings={"faults": {"crash_after_requests": 5}})
-    with pytest.raises(_bench.BenchError) as err:
+    with pytest.raises(BenchError) as err:
         bench(server.url, concurrency=(1,), num_warmups=0, output_len=200)
     text = str(err.value)
     assert server.url in text
@@ -223,6 +225,6 @@ def test_sim_lag_fields_flag_a_block_beyond_the_limit():
     before = {"busy": 10.0, "lost": 0.1, "steps": 100.0, "late_steps": 0.0, "limit": 0.02}
     fine = dict(before, busy=20.0, lost=0.2, steps=200.0)
     late = dict(fine, busy=30.0, lost=0.7, steps=300.0, late_steps=12.0)
-    assert _bench.sim_lag_fields(before, fine) == {"sim_lag_share": 0.01, "sim_out_of_spec": False, "sim_late_steps": 0}
-    assert _bench.sim_lag_fields(fine, late) == {"sim_lag_share": 0.05, "sim_out_of_spec": True, "sim_late_steps": 12}
-    assert _bench.sim_lag_fields(None, late) == {}
+    assert sim_lag_fields(before, fine) == {"sim_lag_share": 0.01, "sim_out_of_spec": False, "sim_late_steps": 0}
+    assert sim_lag_fields(fine, late) == {"sim_lag_share": 0.05, "sim_out_of_spec": True, "sim_late_steps": 12}
+    assert sim_lag_fields(None, late) == {}

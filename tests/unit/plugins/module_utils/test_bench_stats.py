@@ -5,7 +5,9 @@ import math
 import statistics
 
 import pytest
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _bench
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.client import BenchError, new_record
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.metrics import aggregate, check_run, describe, missing_metrics, percentile, samples
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.runner import _errors, block_sizes
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,12 +18,12 @@ finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinit
 def test_percentile_matches_statistics_inclusive_quantiles(values, p):
     # numpy.percentile's default (linear) equals statistics.quantiles(method="inclusive")
     reference = statistics.quantiles(values, n=100, method="inclusive")[p - 1]
-    assert _bench.percentile(values, p) == pytest.approx(reference, rel=1e-9, abs=1e-6)
+    assert percentile(values, p) == pytest.approx(reference, rel=1e-9, abs=1e-6)
 
 
 @given(st.lists(finite, min_size=1, max_size=60))
 def test_describe_matches_statistics(values):
-    mean, median, std, p99 = _bench.describe(values)
+    mean, median, std, p99 = describe(values)
     assert mean == pytest.approx(statistics.fmean(values), rel=1e-9, abs=1e-6)
     assert median == pytest.approx(statistics.median(values), rel=1e-9, abs=1e-6)
     assert std == pytest.approx(statistics.pstdev(values), rel=1e-7, abs=1e-6)
@@ -29,26 +31,26 @@ def test_describe_matches_statistics(values):
 
 
 def test_percentile_edges():
-    assert _bench.percentile([5.0], 99) == 5.0
-    assert _bench.percentile([3, 1, 2], 0) == 1
-    assert _bench.percentile([3, 1, 2], 100) == 3
-    assert _bench.percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([5.0], 99) == 5.0
+    assert percentile([3, 1, 2], 0) == 1
+    assert percentile([3, 1, 2], 100) == 3
+    assert percentile([1, 2, 3, 4], 50) == 2.5
     # 99th of 1..100: position 98.01 -> 99.01
-    assert _bench.percentile(list(range(1, 101)), 99) == pytest.approx(99.01)
+    assert percentile(list(range(1, 101)), 99) == pytest.approx(99.01)
     with pytest.raises(ValueError):
-        _bench.percentile([], 50)
+        percentile([], 50)
     with pytest.raises(ValueError):
-        _bench.percentile([1], 101)
+        percentile([1], 101)
 
 
 def test_describe_scales_to_milliseconds():
-    mean, median, std, _unused = _bench.describe([0.1, 0.2, 0.3], 1000.0)
+    mean, median, std, _unused = describe([0.1, 0.2, 0.3], 1000.0)
     assert (mean, median) == pytest.approx((200.0, 200.0))
     assert std == pytest.approx(statistics.pstdev([100.0, 200.0, 300.0]))
 
 
 def rec(ttft, latency, tokens, itl, *, prompt_tokens=20, ok=True, error="", prompt_id="p"):
-    r = _bench.new_record()
+    r = new_record()
     r.update(
         ok=ok,
         error=error,
@@ -76,7 +78,7 @@ RECORDS = [
 
 
 def test_aggregate_matches_vllm_definitions():
-    out = _bench.aggregate(RECORDS, 4.0, 2, 3)
+    out = aggregate(RECORDS, 4.0, 2, 3)
     assert out["completed"] == 3 and out["failed"] == 0
     assert out["max_concurrency"] == 2 and out["num_prompts"] == 3
     assert out["total_input_tokens"] == 120
@@ -99,19 +101,19 @@ def test_aggregate_matches_vllm_definitions():
     assert out["ttft_ms_p99"] == out["p99_ttft_ms"]
     assert out["itl_ms_p50"] == out["median_itl_ms"]
     assert out["e2e_latency_ms_p50"] == out["median_e2el_ms"] > 0
-    assert _bench.missing_metrics(out) == []
+    assert missing_metrics(out) == []
 
 
 def test_failed_requests_are_not_in_the_aggregates():
     failed = rec(None, None, 0, [], ok=False, error="HTTP 500 Internal Server Error: boom", prompt_id="d")
-    out = _bench.aggregate([*RECORDS, failed], 4.0, 2, 4)
+    out = aggregate([*RECORDS, failed], 4.0, 2, 4)
     assert out["completed"] == 3 and out["failed"] == 1
     assert out["total_output_tokens"] == 384
 
 
 def test_samples_are_per_completed_request_in_order():
     failed = rec(None, None, 0, [], ok=False, error="x", prompt_id="d")
-    s = _bench.samples([RECORDS[0], failed, RECORDS[1]])
+    s = samples([RECORDS[0], failed, RECORDS[1]])
     assert s["prompt_ids"] == ["a", "b"]
     assert s["ttft_ms"] == pytest.approx([100.0, 200.0])
     assert s["e2el_ms"] == pytest.approx([1370.0, 2740.0])
@@ -121,12 +123,12 @@ def test_samples_are_per_completed_request_in_order():
 
 
 def test_block_sizes():
-    assert _bench.block_sizes(50, 1) == [50]
-    assert _bench.block_sizes(50, 3) == [17, 17, 16]
-    assert _bench.block_sizes(5, 5) == [1, 1, 1, 1, 1]
+    assert block_sizes(50, 1) == [50]
+    assert block_sizes(50, 3) == [17, 17, 16]
+    assert block_sizes(5, 5) == [1, 1, 1, 1, 1]
     for bad in (0, 6):
-        with pytest.raises(_bench.BenchError, match="blocks"):
-            _bench.block_sizes(5, bad)
+        with pytest.raises(BenchError, match="blocks"):
+            block_sizes(5, bad)
 
 
 # ---------------------------------------------------------------------------- failure rules
@@ -135,19 +137,19 @@ URL = "http://127.0.0.1:8000/v1/chat/completions"
 
 
 def run_of(records, duration=4.0):
-    run = _bench.aggregate(records, duration, 1, len(records))
-    run["errors"] = _bench._errors(records)
+    run = aggregate(records, duration, 1, len(records))
+    run["errors"] = _errors(records)
     return run
 
 
 def test_check_run_accepts_a_complete_run():
-    _bench.check_run(run_of(RECORDS), URL)
+    check_run(run_of(RECORDS), URL)
 
 
 def test_empty_run_is_an_error_naming_endpoint_and_first_failure():
     failures = [rec(None, None, 0, [], ok=False, error="connection refused") for _unused in range(3)]
-    with pytest.raises(_bench.BenchError) as err:
-        _bench.check_run(run_of(failures), URL)
+    with pytest.raises(BenchError) as err:
+        check_run(run_of(failures), URL)
     assert URL in str(err.value)
     assert "completed no request (3 failed)" in str(err.value)
     assert "connection refused" in str(err.value)
@@ -156,11 +158,11 @@ def test_empty_run_is_an_error_naming_endpoint_and_first_failure():
 def test_failed_fraction():
     failed = rec(None, None, 0, [], ok=False, error="timed out after 300.0 s (request timeout, 3 chunks received)")
     run = run_of([*RECORDS, failed])
-    with pytest.raises(_bench.BenchError, match=r"1 of 4 requests failed .*timed out"):
-        _bench.check_run(run, URL)
-    _bench.check_run(run, URL, max_failed_fraction=0.25)
-    with pytest.raises(_bench.BenchError):
-        _bench.check_run(run, URL, max_failed_fraction=0.2)
+    with pytest.raises(BenchError, match=r"1 of 4 requests failed .*timed out"):
+        check_run(run, URL)
+    check_run(run, URL, max_failed_fraction=0.25)
+    with pytest.raises(BenchError):
+        check_run(run, URL, max_failed_fraction=0.2)
 
 
 def test_missing_metric_is_an_error_not_zero():
@@ -168,19 +170,19 @@ def test_missing_metric_is_an_error_not_zero():
     one_chunk = [rec(0.1, 0.5, 128, []) for _unused in range(3)]
     run = run_of(one_chunk)
     assert run["median_itl_ms"] is None
-    with pytest.raises(_bench.BenchError, match=r"missing metrics .*median_itl_ms"):
-        _bench.check_run(run, URL)
+    with pytest.raises(BenchError, match=r"missing metrics .*median_itl_ms"):
+        check_run(run, URL)
 
 
 def test_zero_throughput_is_an_error():
     run = run_of(RECORDS)
     run["output_throughput"] = 0.0
-    with pytest.raises(_bench.BenchError, match="0 tok/s"):
-        _bench.check_run(run, URL)
+    with pytest.raises(BenchError, match="0 tok/s"):
+        check_run(run, URL)
 
 
 def test_missing_metrics_rejects_nan_and_bool():
     run = run_of(RECORDS)
     run["p99_e2el_ms"] = math.nan
     run["duration"] = True
-    assert _bench.missing_metrics(run) == ["duration", "p99_e2el_ms"]
+    assert missing_metrics(run) == ["duration", "p99_e2el_ms"]

@@ -9,7 +9,8 @@ import threading
 import time
 
 import pytest
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _bench
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.client import BenchError, Watchdog, clock
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.runner import run_benchmark
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -27,20 +28,20 @@ sim = _sim.sim
 
 
 def test_limit_follows_the_slowest_gap():
-    dog = _bench.Watchdog(10.0, 20.0)
+    dog = Watchdog(10.0, 20.0)
     assert dog.limit() == 30.0  # no gap measured yet
-    dog.progress(_bench.clock(), [0.05, 0.2, 0.1])
+    dog.progress(clock(), [0.05, 0.2, 0.1])
     assert dog.slowest_gap == 0.2
     assert dog.limit() == pytest.approx(10.0)
-    dog.progress(_bench.clock(), [1.5])
+    dog.progress(clock(), [1.5])
     assert dog.limit() == pytest.approx(30.0)
-    assert not _bench.Watchdog(0, 20).enabled
+    assert not Watchdog(0, 20).enabled
 
 
 def test_trips_only_with_requests_in_flight_and_shuts_their_sockets():
-    dog = _bench.Watchdog(1.0, 20.0)
-    dog.progress(_bench.clock(), [0.001])
-    now = _bench.clock()
+    dog = Watchdog(1.0, 20.0)
+    dog.progress(clock(), [0.001])
+    now = clock()
     assert not dog.check(now + 100)  # nothing in flight: idle is not a hang
     left, right = socket.socketpair()
     try:
@@ -61,13 +62,13 @@ def test_trips_only_with_requests_in_flight_and_shuts_their_sockets():
 def bench(url, **kw):
     args = dict(concurrency=(2,), num_prompts=8, num_warmups=2, output_len=24, timeout=300, deadline=600, stall_timeout=1.0)
     args.update(kw)
-    return _bench.run_benchmark(url, **args)
+    return run_benchmark(url, **args)
 
 
 def test_hang_fault_is_reported_in_seconds(sim):
     server = sim(settings={"faults": {"hang_after_requests": 5}})
     start = time.monotonic()
-    with pytest.raises(_bench.BenchError) as err:
+    with pytest.raises(BenchError) as err:
         bench(server.url, output_len=400)  # long enough that requests are in flight when the server hangs
     elapsed = time.monotonic() - start
     assert err.value.cause == "hung"
@@ -85,7 +86,7 @@ def test_sigstopped_server_is_reported_in_seconds(sim):
         stopped.append(time.monotonic())
 
     try:
-        with pytest.raises(_bench.BenchError) as err:
+        with pytest.raises(BenchError) as err:
             bench(server.url, concurrency=(1, 2), on_run=stop_after_first_level)
         elapsed = time.monotonic() - stopped[0]
     finally:
@@ -102,7 +103,7 @@ def test_watchdog_off_waits_for_the_request_timeout(sim):
     def run():
         try:
             bench(server.url, stall_timeout=0, timeout=4, num_warmups=0, output_len=400)
-        except _bench.BenchError as exc:
+        except BenchError as exc:
             result["error"] = exc
 
     start = time.monotonic()

@@ -5,7 +5,8 @@ import math
 import random
 
 import pytest
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _stats
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import StatsError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.ksweep import choose_k, expected_tokens, k_sweep, leviathan_speedup, sweep_schedule
 
 # Leviathan et al. (arXiv:2211.17192), computed in the shared vLLM reference (section 8.1):
 # alpha -> {gamma: (E, S at c = 0.05, S at c = 0.2)}, two decimals.
@@ -19,19 +20,19 @@ CASES = [(a, g, *vals) for a, row in LEVIATHAN_TABLE.items() for g, vals in row.
 
 @pytest.mark.parametrize(("alpha", "gamma", "tokens", "s005", "s02"), CASES)
 def test_leviathan_speedup_matches_the_reference_table(alpha, gamma, tokens, s005, s02):
-    assert _stats.leviathan_speedup(alpha, gamma, 0.0) == pytest.approx(tokens, abs=0.005)
-    assert _stats.leviathan_speedup(alpha, gamma, 0.05) == pytest.approx(s005, abs=0.005)
-    assert _stats.leviathan_speedup(alpha, gamma, 0.2) == pytest.approx(s02, abs=0.005)
+    assert leviathan_speedup(alpha, gamma, 0.0) == pytest.approx(tokens, abs=0.005)
+    assert leviathan_speedup(alpha, gamma, 0.05) == pytest.approx(s005, abs=0.005)
+    assert leviathan_speedup(alpha, gamma, 0.2) == pytest.approx(s02, abs=0.005)
     # the geometric per-position rates alpha^(i+1) give the same expected tokens
     rates = [alpha ** (i + 1) for i in range(gamma)]
-    assert _stats.expected_tokens(gamma, rates) == pytest.approx(tokens, abs=0.005)
+    assert expected_tokens(gamma, rates) == pytest.approx(tokens, abs=0.005)
 
 
 def test_leviathan_edge_cases():
-    assert _stats.leviathan_speedup(1.0, 4, 0.0) == 5.0
-    assert _stats.leviathan_speedup(0.0, 4, 0.1) == pytest.approx(1 / 1.4)
-    with pytest.raises(_stats.StatsError, match="alpha"):
-        _stats.leviathan_speedup(1.2, 3, 0.1)
+    assert leviathan_speedup(1.0, 4, 0.0) == 5.0
+    assert leviathan_speedup(0.0, 4, 0.1) == pytest.approx(1 / 1.4)
+    with pytest.raises(StatsError, match="alpha"):
+        leviathan_speedup(1.2, 3, 0.1)
 
 
 # Per-position acceptance 0.84 / 0.60 / 0.39 / 0.27 (eugr/spark-vllm-docker issue #343, k=4).
@@ -39,7 +40,7 @@ SPARK = [0.84, 0.60, 0.39, 0.27]
 
 
 def test_k_sweep_predicts_from_the_measured_positions_and_extrapolates():
-    out = _stats.k_sweep([1, 2, 3, 4, 5, 6, 7], SPARK, draft_cost=0.05)
+    out = k_sweep([1, 2, 3, 4, 5, 6, 7], SPARK, draft_cost=0.05)
     pred = {p["k"]: p for p in out["predictions"]}
     assert out["alpha"] == 0.84
     # measured positions: E(k) = 1 + sum of the first k rates
@@ -57,14 +58,14 @@ def test_k_sweep_predicts_from_the_measured_positions_and_extrapolates():
 
 def test_k_sweep_of_a_geometric_draft_reduces_to_leviathan():
     alpha = 0.7
-    out = _stats.k_sweep(range(1, 8), [alpha, alpha**2], draft_cost=0.1)
+    out = k_sweep(range(1, 8), [alpha, alpha**2], draft_cost=0.1)
     for p in out["predictions"]:
-        assert p["speedup"] == pytest.approx(_stats.leviathan_speedup(alpha, p["k"], 0.1))
+        assert p["speedup"] == pytest.approx(leviathan_speedup(alpha, p["k"], 0.1))
         assert p["speedup_optimistic"] == pytest.approx(p["speedup"])
 
 
 def test_k_sweep_prunes_hopeless_k_for_a_cheap_draft():
-    out = _stats.k_sweep([1, 2, 3, 4, 5, 6, 7], SPARK, draft_cost=0.05)
+    out = k_sweep([1, 2, 3, 4, 5, 6, 7], SPARK, draft_cost=0.05)
     best = max(p["speedup"] for p in out["predictions"])
     for p in out["predictions"]:
         assert p["pruned"] == (p["speedup_optimistic"] < 0.95 * best)
@@ -74,21 +75,21 @@ def test_k_sweep_prunes_hopeless_k_for_a_cheap_draft():
 
 
 def test_k_sweep_for_an_expensive_draft_keeps_the_middle():
-    out = _stats.k_sweep([1, 2, 3, 4, 5, 6, 7], SPARK, draft_cost=0.2)
+    out = k_sweep([1, 2, 3, 4, 5, 6, 7], SPARK, draft_cost=0.2)
     assert out["best_predicted"] == 3
     assert out["survivors"] == [2, 3, 4]
     # against a measured reference no candidate is worth trying
-    assert _stats.k_sweep([1, 2, 3, 4, 5, 6, 7], SPARK, draft_cost=0.2, reference=2.0)["survivors"] == []
-    out = _stats.k_sweep([1, 2, 3], [0.2, 0.04, 0.008], draft_cost=0.3)
+    assert k_sweep([1, 2, 3, 4, 5, 6, 7], SPARK, draft_cost=0.2, reference=2.0)["survivors"] == []
+    out = k_sweep([1, 2, 3], [0.2, 0.04, 0.008], draft_cost=0.3)
     # no k can beat the baseline even optimistically
     assert out["survivors"] == []
     assert all("no speedup" in p["reason"] for p in out["predictions"])
 
 
 def test_k_sweep_uses_the_upper_confidence_bound_with_counts():
-    few = _stats.k_sweep([1, 2, 3, 4, 5, 6, 7], SPARK, draft_cost=0.2, num_drafts=20)
-    many = _stats.k_sweep([1, 2, 3, 4, 5, 6, 7], SPARK, draft_cost=0.2, num_drafts=100000)
-    plain = _stats.k_sweep([1, 2, 3, 4, 5, 6, 7], SPARK, draft_cost=0.2)
+    few = k_sweep([1, 2, 3, 4, 5, 6, 7], SPARK, draft_cost=0.2, num_drafts=20)
+    many = k_sweep([1, 2, 3, 4, 5, 6, 7], SPARK, draft_cost=0.2, num_drafts=100000)
+    plain = k_sweep([1, 2, 3, 4, 5, 6, 7], SPARK, draft_cost=0.2)
     assert few["alpha_optimistic"] > many["alpha_optimistic"] > plain["alpha_optimistic"] - 1e-12
     assert many["alpha_optimistic"] == pytest.approx(0.84, abs=0.01)
     # fewer drafts -> wider bounds -> fewer candidates pruned
@@ -111,21 +112,21 @@ def test_k_sweep_uses_the_upper_confidence_bound_with_counts():
 def test_k_sweep_rejects_bad_input(kwargs, match):
     args = {"candidates": [1, 2], "acceptance_rates": [0.7, 0.5], "draft_cost": 0.1}
     args.update(kwargs)
-    with pytest.raises(_stats.StatsError, match=match):
-        _stats.k_sweep(**args)
+    with pytest.raises(StatsError, match=match):
+        k_sweep(**args)
 
 
 def test_sweep_schedule_is_mirrored():
-    order = [(s["arm"], s["num_speculative_tokens"]) for s in _stats.sweep_schedule([3, 2], 2)]
+    order = [(s["arm"], s["num_speculative_tokens"]) for s in sweep_schedule([3, 2], 2)]
     base = ("baseline", None)
     assert order == [base, ("speculative", 2), ("speculative", 3), ("speculative", 3), ("speculative", 2), base]
-    assert all(s["concurrency"] == 1 and s["n_requests"] == 8 for s in _stats.sweep_schedule([2], 1))
+    assert all(s["concurrency"] == 1 and s["n_requests"] == 8 for s in sweep_schedule([2], 1))
 
 
 def sweep_blocks(gains, rounds=4, noise=0.004, seed=0):
     rng = random.Random(seed)
     out = []
-    for i, step in enumerate(_stats.sweep_schedule(sorted(gains), rounds)):
+    for i, step in enumerate(sweep_schedule(sorted(gains), rounds)):
         k = step["num_speculative_tokens"]
         thr = 30.0 * (1 + gains[k] if k else 1.0) * math.exp(rng.gauss(0, noise))
         block = {
@@ -143,7 +144,7 @@ def sweep_blocks(gains, rounds=4, noise=0.004, seed=0):
 
 
 def test_choose_k_picks_the_best_lower_bound():
-    out = _stats.choose_k(sweep_blocks({2: 0.25, 3: 0.40, 4: 0.30}))
+    out = choose_k(sweep_blocks({2: 0.25, 3: 0.40, 4: 0.30}))
     assert out["k"] == 3
     rows = {r["k"]: r for r in out["candidates"]}
     assert rows[3]["ci"][0] <= rows[3]["estimate"] <= rows[3]["ci"][1]
@@ -152,18 +153,18 @@ def test_choose_k_picks_the_best_lower_bound():
 
 
 def test_choose_k_ties_go_to_the_smaller_k():
-    out = _stats.choose_k(sweep_blocks({2: 0.300, 3: 0.305, 4: 0.20}))
+    out = choose_k(sweep_blocks({2: 0.300, 3: 0.305, 4: 0.20}))
     rows = {r["k"]: r for r in out["candidates"]}
     assert rows[3]["score"] > rows[2]["score"]  # k=3 is nominally better ...
     assert out["k"] == 2  # ... but within 1 %, so the smaller k wins
     assert "within 1 %" in out["reason"]
-    assert _stats.choose_k(sweep_blocks({2: 0.300, 3: 0.305, 4: 0.20}), tie_tolerance=0.0)["k"] == 3
+    assert choose_k(sweep_blocks({2: 0.300, 3: 0.305, 4: 0.20}), tie_tolerance=0.0)["k"] == 3
 
 
 def test_choose_k_rejects_sweeps_without_k_or_with_too_few_blocks():
     blocks = sweep_blocks({2: 0.3}, rounds=1)
-    with pytest.raises(_stats.StatsError, match="at least 4 blocks"):
-        _stats.choose_k(blocks)
+    with pytest.raises(StatsError, match="at least 4 blocks"):
+        choose_k(blocks)
     untagged = [{k: v for k, v in b.items() if k != "num_speculative_tokens"} for b in sweep_blocks({2: 0.3})]
-    with pytest.raises(_stats.StatsError, match="num_speculative_tokens"):
-        _stats.choose_k(untagged)
+    with pytest.raises(StatsError, match="num_speculative_tokens"):
+        choose_k(untagged)

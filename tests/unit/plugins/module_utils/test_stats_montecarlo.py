@@ -13,10 +13,11 @@ import math
 import random
 
 import pytest
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _stats
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import DEFAULTS
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.sequential import SequentialTrial, verdict
 
 PUBLISHED_REQUESTS = 4 * 50  # one run of 50 prompts at c=1 and c=8, before and after
-DEFAULT_BLOCK = {1: _stats.DEFAULTS["requests_c1"], 8: _stats.DEFAULTS["requests_c8"]}
+DEFAULT_BLOCK = {1: DEFAULTS["requests_c1"], 8: DEFAULTS["requests_c8"]}
 
 
 def make_measure(rng, g1, g8, sigma, drift_total=0.05):
@@ -45,7 +46,7 @@ def simulate(g1, g8, sigma, trials, seed, **thresholds):
     truth_keep = g1 >= thresholds.get("min_gain", 0.10) and c8_ok
     out = {"wrong": 0, "inconclusive": 0, "keep": 0, "requests": 0.0}
     for _trial in range(trials):
-        v = _stats.SequentialTrial(**thresholds).run(make_measure(rng, g1, g8, sigma))
+        v = SequentialTrial(**thresholds).run(make_measure(rng, g1, g8, sigma))
         if v["label"] == "revert (inconclusive)":
             out["inconclusive"] += 1
         elif (v["decision"] == "keep") != truth_keep:
@@ -86,7 +87,7 @@ def naive_repeated_looks(rng, g1, sigma):
             step = {"arm": arm, "concurrency": 1, "n_requests": 8, "index": len(blocks)}
             blocks.append(dict(step, **measure(step)))
         if rounds >= 3:
-            v = _stats.verdict(blocks, min_rounds=rounds, max_rounds=rounds, high_concurrency=None)
+            v = verdict(blocks, min_rounds=rounds, max_rounds=rounds, high_concurrency=None)
             if v["label"] != "revert (inconclusive)":
                 return v["decision"]
     return "revert"
@@ -120,7 +121,7 @@ def test_strong_drift_does_not_cause_wrong_decisions():
     for g1, truth in ((0.05, "revert"), (0.15, "keep")):
         for _trial in range(trials):
             measure = make_measure(rng, g1, 0.05, 0.02, drift_total=0.15)
-            v = _stats.SequentialTrial().run(measure)
+            v = SequentialTrial().run(measure)
             if v["label"] != "revert (inconclusive)" and v["decision"] != truth:
                 wrong += 1
     assert wrong <= 0.01 * 2 * trials

@@ -2,7 +2,7 @@
 """Realistic per-host results for the fleet report tests, and checks that they have the role's shape.
 
 The results are built the way the speculative_decoding role builds them: benchmark blocks in the mirrored
-interleaved order, a verdict from the real statistics (`_stats.verdict`) after every round from the third
+interleaved order, a verdict from the real statistics (`_stats.sequential.verdict`) after every round from the third
 on, and the keys of `roles/speculative_decoding/tasks/record.yml`. Other test modules import `fleet()` and
 `result()` from here.
 """
@@ -13,7 +13,7 @@ import os
 import random
 
 import yaml
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _stats
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats import ksweep, sequential
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _report
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
@@ -98,7 +98,7 @@ def trial(g1, g8, noise=0.02, base_c1=88.0, base_c8=640.0, acc_len=2.2, seed=0, 
             warnings = [block_warning] if block_warning and index == 5 else []
             blocks.append(_block(arm, c, index, base * gain * (1.0 + drift * index), acc_len, rng, noise, warnings))
         if rnd >= 3:
-            verdict = _stats.verdict(blocks, **th)
+            verdict = sequential.verdict(blocks, **th)
             if verdict["decision"] != "continue":
                 break
     return blocks, verdict
@@ -220,7 +220,7 @@ def sweep(gains, pruned=(6,), seed=7):
             tput = 88.0 * (1.0 + (gains[k] if k else 0.0)) * math.exp(rng.gauss(0.0, 0.01))
             block = {"arm": arm, "num_speculative_tokens": k, "concurrency": 1, "index": len(blocks), "output_throughput": tput}
             blocks.append(dict(block, median_tpot_ms=1000.0 / tput, completed=8, failed=0))
-    choice = _stats.choose_k(blocks)
+    choice = ksweep.choose_k(blocks)
     predictions = [{"k": k, "pruned": False} for k in sorted(gains)] + [{"k": k, "pruned": True} for k in pruned]
     return {"predictions": predictions, "survivors": sorted(gains), "choice": choice, "blocks": len(blocks), "requests": 8 * len(blocks)}
 
