@@ -177,15 +177,18 @@ options:
     default: 20
   prompts_file:
     description:
-      - Path on the managed host of a JSONL file of the workload's own prompts, used instead of the shipped
+      - >-
+        Path on the managed host of a JSONL file of the workload's own prompts, used instead of the shipped
         set. One JSON object per line, the shape of the custom datasets of C(vllm bench serve)
         (C(--dataset-name custom)), either C({"prompt": "..."}) or C({"messages": [...]}) with OpenAI chat
         messages (C(role) one of C(system), C(developer), C(user), C(assistant); C(content) a string or a
         list of C({"type": "text", "text": "..."}) parts). Other keys of a line are ignored; blank lines are skipped.
-      - A C(prompt) line goes to C(/v1/completions) as is, and to C(/v1/chat/completions) as the only user
+      - >-
+        A C(prompt) line goes to C(/v1/completions) as is, and to C(/v1/chat/completions) as the only user
         message. A C(messages) line can only go to C(/v1/chat/completions); a file with such lines and
         O(endpoint=completions) makes the module fail.
-      - At most 10000 prompts and 16 MiB; text must not be empty and holds no control characters other
+      - >-
+        At most 10000 prompts and 16 MiB; text must not be empty and holds no control characters other
         than tab and line breaks. A file that breaks a rule makes the module fail, naming the line.
       - Prompt ids in RV(runs[].samples.prompt_ids) are C(line-N), the line number in the file.
     type: path
