@@ -195,7 +195,7 @@ def prompts_file_check(path):
     key = (os.path.realpath(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if key not in _PROMPTS_FILES:
         try:
-            prompts, _ = _bench_prompts.read_prompts_file(path)
+            prompts = _bench_prompts.read_prompts_file(path)[0]
         except OSError as exc:
             result = ("a file the controller can read ({})".format(exc.strerror or exc), None)
         except _bench_prompts.PromptsFileError as exc:

@@ -50,7 +50,7 @@ def test_a_file_of_prompt_and_messages_lines_parses():
 
 
 def test_crlf_lines_tabs_and_newlines_in_text_are_allowed():
-    prompts, _ = bp.parse_prompts_file(b'{"prompt": "a\\tb\\nc\\r\\nd"}\r\n{"prompt": "e"}\r\n')
+    prompts = bp.parse_prompts_file(b'{"prompt": "a\\tb\\nc\\r\\nd"}\r\n{"prompt": "e"}\r\n')[0]
     assert [p["prompt"] for p in prompts] == ["a\tb\nc\r\nd", "e"]
 
 
@@ -186,7 +186,7 @@ def test_chat_requests_carry_the_users_prompts_and_messages(fake):
 
 def test_completions_requests_send_the_prompt_text_as_is(fake):
     srv = fake()
-    prompts, _ = bp.parse_prompts_file(jsonl({"prompt": "alpha question"}, {"prompt": "beta question"}))
+    prompts = bp.parse_prompts_file(jsonl({"prompt": "alpha question"}, {"prompt": "beta question"}))[0]
     _bench.run_benchmark(srv.url, concurrency=[1], num_prompts=2, num_warmups=0, output_len=8, endpoint="completions", timeout=10, deadline=60, prompts=prompts)
     posts = _posts(srv)
     assert [p[1] for p in posts] == ["/v1/completions"] * 2
