@@ -20,6 +20,7 @@ __metaclass__ = type
 import hashlib
 import json
 import random
+import re
 
 KINDS = ("chat", "summarize", "code", "structured", "translate", "rewrite")
 
@@ -621,7 +622,7 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_PROMPTS = 10000
 MESSAGE_ROLES = ("system", "developer", "user", "assistant")
 # Control characters other than tab, line feed and carriage return, inside the prompt text.
-_BAD_CHARS = frozenset(chr(c) for c in range(0xA0) if (c < 0x20 and c not in (0x09, 0x0A, 0x0D)) or c >= 0x7F)
+_BAD_CHARS_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 PROMPTS_FILE_FORMAT = (
     "a UTF-8 JSONL file of at most %d prompts and %d MiB, one JSON object per line (blank lines are skipped) "
@@ -645,9 +646,9 @@ def _text_problem(text, what):
         return "%s must be a string, got %s" % (what, type(text).__name__)
     if not text.strip():
         return "%s is empty" % what
-    for char in text:
-        if char in _BAD_CHARS:
-            return "%s holds the control character %r (only tab and line breaks are allowed)" % (what, char)
+    bad = _BAD_CHARS_RE.search(text)
+    if bad:
+        return "%s holds the control character %r (only tab and line breaks are allowed)" % (what, bad.group(0))
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
