@@ -23,8 +23,8 @@ description:
     not counted, then O(num_prompts) measured requests with at most that many in flight.
   - Prompts come from a set of real chat, summarisation, code, structured-output, translation and
     rewriting prompts shipped with the collection (random tokens understate the acceptance of
-    speculative decoding). The selection depends only on O(seed), so two runs with the same seed
-    send the same prompts in the same order.
+    speculative decoding), or from the user's own set in O(prompts_file). The selection depends only
+    on O(seed) and the set, so two runs with the same seed and set send the same prompts in the same order.
   - Every request sets C(max_tokens=output_len), C(ignore_eos=true), O(temperature) and O(seed),
     so both arms of a before/after comparison generate the same number of tokens.
   - Result fields carry the names of C(vllm bench serve --save-result) (C(output_throughput),
@@ -175,6 +175,30 @@ options:
     description: Multiple of the slowest inter-token gap seen so far that the watchdog waits at least; see O(stall_timeout).
     type: float
     default: 20
+  prompts_file:
+    description:
+      - >-
+        Path on the managed host of a JSONL file of the workload's own prompts, used instead of the shipped
+        set. One JSON object per line, the shape of the custom datasets of C(vllm bench serve)
+        (C(--dataset-name custom)), either C({"prompt": "..."}) or C({"messages": [...]}) with OpenAI chat
+        messages (C(role) one of C(system), C(developer), C(user), C(assistant); C(content) a string or a
+        list of C({"type": "text", "text": "..."}) parts). Other keys of a line are ignored; blank lines are skipped.
+      - >-
+        A C(prompt) line goes to C(/v1/completions) as is, and to C(/v1/chat/completions) as the only user
+        message. A C(messages) line can only go to C(/v1/chat/completions); a file with such lines and
+        O(endpoint=completions) makes the module fail.
+      - >-
+        At most 10000 prompts and 16 MiB; text must not be empty and holds no control characters other
+        than tab and line breaks. A file that breaks a rule makes the module fail, naming the line.
+      - Prompt ids in RV(runs[].samples.prompt_ids) are C(line-N), the line number in the file.
+    type: path
+    version_added: 0.1.0
+  prompts_name:
+    description:
+      - Name of the O(prompts_file) set in RV(config.prompt_set), for example the file's name on the controller
+        it was copied from. Defaults to the base name of O(prompts_file).
+    type: str
+    version_added: 0.1.0
 notes:
   - Warm-up and measured requests use a new connection each, like a client without connection reuse.
   - TTFT is measured at the first streamed chunk that carries text. ITL is the gap between streamed
@@ -405,8 +429,12 @@ config:
       returned: success
       sample: 20.0
     prompt_set:
-      description: Identity of the prompt set (C(name), C(count) and C(sha256) of its content); results
-        compare only when it is equal.
+      description:
+        - Identity of the prompt set (C(name), C(count) and C(sha256) of its content); results
+          compare only when it is equal.
+        - For the shipped set the name is C(jetson_llm.speculative). With O(prompts_file) the name is
+          O(prompts_name) (or the file's base name), C(sha256) is that of the file's bytes, C(source) is
+          C(file) and C(kinds) lists the kinds of its lines (C(prompt), C(messages)).
       type: dict
       returned: success
       sample: {"name": "jetson_llm.speculative", "count": 67, "sha256": "4f0c..."}
@@ -718,6 +746,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.client import DEFAULT_URL, BenchError
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.runner import run_benchmark
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench import prompts as _bench_prompts
 
 CHECK_MODE_MSG = "Check mode - the benchmark sends load to the server and is not run."
 
@@ -805,6 +834,25 @@ def validate(params):
     return errors
 
 
+def load_prompts(path, name=None, endpoint="chat"):
+    """The user's prompt set and its ``prompt_set`` identity; ``ValueError`` naming the file and line."""
+    try:
+        prompts, info = _bench_prompts.read_prompts_file(path)
+    except OSError as exc:
+        raise ValueError("cannot read prompts_file %s: %s" % (path, to_native(exc))) from None
+    except _bench_prompts.PromptsFileError as exc:
+        raise ValueError("prompts_file %s is not allowed: %s; expected %s" % (path, exc, _bench_prompts.PROMPTS_FILE_FORMAT)) from None
+    if endpoint == "completions":
+        chat_only = [p["id"] for p in prompts if p["prompt"] is None]
+        if chat_only:
+            raise ValueError(
+                "prompts_file %s: %s is a messages line, which only the chat endpoint can send; use endpoint=chat "
+                "or prompt lines" % (path, chat_only[0].replace("line-", "line "))
+            )
+    prompt_set = dict(info, name=name or os.path.basename(path), source="file")
+    return prompts, prompt_set
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -828,6 +876,8 @@ def main():
             max_failed_fraction=dict(type="float", default=0.0),
             stall_timeout=dict(type="float", default=10.0),
             stall_factor=dict(type="float", default=20.0),
+            prompts_file=dict(type="path"),
+            prompts_name=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -837,6 +887,12 @@ def main():
         module.fail_json(msg="; ".join(errors))
     if module.check_mode:
         module.exit_json(changed=False, skipped=True, msg=CHECK_MODE_MSG)
+    prompts, prompt_set = None, None
+    if params["prompts_file"]:
+        try:
+            prompts, prompt_set = load_prompts(params["prompts_file"], params["prompts_name"], params["endpoint"])
+        except ValueError as exc:
+            module.fail_json(msg=to_native(exc))
 
     finished = []
     started_at = time.time()
@@ -861,6 +917,8 @@ def main():
             on_run=finished.append,
             stall_timeout=params["stall_timeout"],
             stall_factor=params["stall_factor"],
+            prompts=prompts,
+            prompt_set=prompt_set,
         )
     except BenchError as exc:
         module.fail_json(msg=to_native(exc), runs=finished, cause=getattr(exc, "cause", "error"))

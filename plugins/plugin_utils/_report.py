@@ -65,6 +65,15 @@ def _text(value):
     return " ".join(_CONTROL.sub(" ", str(value)).split())
 
 
+def prompts_line(prompt_set):
+    """Which prompts the trial's benchmark sent: the shipped set, or the user's file, its size and SHA-256."""
+    if not isinstance(prompt_set, dict) or not prompt_set.get("name"):
+        return None
+    if prompt_set.get("source") == "file":
+        return "prompts %s (%s, sha256 %s)" % (_text(prompt_set["name"]), _text(prompt_set.get("count")), _text(prompt_set.get("sha256"))[:12])
+    return "shipped prompts"
+
+
 def _blocks(result):
     return [b for b in (result.get("blocks") or []) if isinstance(b, dict)]
 
@@ -214,6 +223,7 @@ def host_summary(result):
         "l4t": _text(result.get("l4t")),
         "model": _text(result.get("model")),
         "vllm_version": _text(result.get("vllm_version")),
+        "prompts": prompts_line(result.get("prompt_set")),
         "outcome": outcome,
         "label": _text(result.get("label")) or outcome,
         "reason": _text(result.get("reason")),

@@ -357,7 +357,7 @@ def _trial(s):
 
 
 def _host(s):
-    versions = [p for p in ("L4T %s" % s["l4t"] if s["l4t"] else "", "vLLM %s" % s["vllm_version"] if s["vllm_version"] else "") if p]
+    versions = [p for p in ("L4T %s" % s["l4t"] if s["l4t"] else "", "vLLM %s" % s["vllm_version"] if s["vllm_version"] else "", s.get("prompts") or "") if p]
     return {
         "host": s["host"],
         "anchor": re.sub(r"[^A-Za-z0-9_.-]", "_", s["host"]),

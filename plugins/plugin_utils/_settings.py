@@ -18,6 +18,7 @@ import os
 import re
 
 import yaml
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench import prompts as _bench_prompts
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import OVERRIDE_KEYS, UTIL_MAX, UTIL_MIN, SpecdecError, validate_overrides
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._values import plain as _plain
 
@@ -177,6 +178,61 @@ def k_candidates(value):
     return "a non-empty list of distinct integers from 1 to 15"
 
 
+# The workload's prompts file (speculative_decoding_prompts_file): read and parsed here, on the
+# controller, with the parser the benchmark module uses on the device (module_utils/_bench/prompts.py).
+# The result is kept per file version, so the preflight play reads a file once for the whole fleet.
+_PROMPTS_FILES = {}
+
+
+def prompts_file_check(path):
+    """``(problem, first messages line)`` of a prompts file on the controller; problem None when allowed."""
+    try:
+        stat = os.stat(path)
+    except OSError as exc:
+        return "an existing file on the controller ({})".format(exc.strerror or exc), None
+    if not os.path.isfile(path):
+        return "a regular file on the controller (this is not one)", None
+    key = (os.path.realpath(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key not in _PROMPTS_FILES:
+        try:
+            prompts = _bench_prompts.read_prompts_file(path)[0]
+        except OSError as exc:
+            result = ("a file the controller can read ({})".format(exc.strerror or exc), None)
+        except _bench_prompts.PromptsFileError as exc:
+            where = "{} line {}".format(path, exc.line) if exc.line else path
+            result = ("{} ({}: {})".format(_bench_prompts.PROMPTS_FILE_FORMAT, where, exc.problem), None)
+        else:
+            chat_only = [p["id"] for p in prompts if p["prompt"] is None]
+            result = (None, int(chat_only[0].split("-")[1]) if chat_only else None)
+        _PROMPTS_FILES[key] = result
+    return _PROMPTS_FILES[key]
+
+
+def prompts_file(value):
+    if value == "":
+        return None
+    if not value.startswith("/") or value.endswith("/"):
+        return "empty (the shipped prompt set) or the absolute path of a file on the controller"
+    return prompts_file_check(value)[0]
+
+
+def _prompts_endpoint(host, effective):
+    """A file with messages lines needs the chat endpoint: /v1/completions takes no chat messages."""
+    path = effective.get("speculative_decoding_prompts_file")
+    endpoint = effective.get("speculative_decoding_endpoint")
+    if not path or endpoint != "completions":
+        return []
+    line = prompts_file_check(path)[1]
+    if line is None:
+        return []
+    return [
+        "{}speculative_decoding_prompts_file={} has a messages line ({} line {}), which only "
+        "speculative_decoding_endpoint=chat can send; got completions: use chat, or prompt lines only".format(
+            "host {}: ".format(host) if host else "", shown("", path), path, line
+        )
+    ]
+
+
 def _override(key):
     """The planner's own check of a per-host override (one definition of its range)."""
 
@@ -254,6 +310,7 @@ RULES = {
     "speculative_decoding_verify_blocks": int_range(1, 20),
     "speculative_decoding_verify_requests": int_range(1, 1000),
     "speculative_decoding_textfile_path": optional_path,
+    "speculative_decoding_prompts_file": prompts_file,
 }
 
 # The per-host overrides are checked by the planner's own rules (plugin_utils/_planning/checks.py).
@@ -410,6 +467,7 @@ def check_role(role, values, host=""):
     for first, second, related, text in _PAIRS:
         if first in effective and second in effective and not related(effective[first], effective[second]):
             errors.append("{}{} (got {} and {})".format("host {}: ".format(host) if host else "", text, effective[first], effective[second]))
+    errors.extend(_prompts_endpoint(host, effective))
     return errors
 
 

@@ -17,7 +17,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
+import json
 import random
+import re
 
 KINDS = ("chat", "summarize", "code", "structured", "translate", "rewrite")
 
@@ -574,25 +577,182 @@ def by_id(prompt_id):
     raise KeyError(prompt_id)
 
 
-def order(seed):
-    """Return the ids of every prompt in a seed-determined order (the same on every Python >= 3.8)."""
-    ids = [item["id"] for item in PROMPTS]
+def order(seed, prompts=None):
+    """Return the ids of every prompt in a seed-determined order (the same on every Python >= 3.8).
+
+    ``prompts`` is the set to order (a user's set from ``parse_prompts_file``); default ``PROMPTS``.
+    """
+    ids = [item["id"] for item in (PROMPTS if prompts is None else prompts)]
     rng = random.Random("jetson_llm.speculative/prompts/%d" % int(seed))
     rng.shuffle(ids)
     return ids
 
 
-def select(count, seed=0, offset=0):
+def select(count, seed=0, offset=0, prompts=None):
     """Return ``count`` prompts in a deterministic order for ``seed``.
 
     The set is shuffled once per seed and read from position ``offset``; when more prompts are
     needed than the set holds, reading wraps around (prompts repeat in the same order). A
     benchmark takes its measured prompts at offset 0 and its warm-up prompts after them, so the
     two do not overlap while ``num_prompts + num_warmups`` does not exceed the set size.
+
+    ``prompts`` is the set to read (a user's set from ``parse_prompts_file``); default ``PROMPTS``.
+    The same seed and offset give the same prompts, so both arms of a comparison see the same ones.
     """
     count = int(count)
     if count < 0:
         raise ValueError("count must be >= 0, got %d" % count)
-    ids = order(seed)
-    index = dict((item["id"], item) for item in PROMPTS)
+    prompts = PROMPTS if prompts is None else prompts
+    if not prompts:
+        raise ValueError("the prompt set is empty")
+    ids = order(seed, prompts)
+    index = dict((item["id"], item) for item in prompts)
     return [index[ids[(offset + i) % len(ids)]] for i in range(count)]
+
+
+# ---------------------------------------------------------------- the user's own prompts
+# A JSONL file with one prompt per line, in the shape of the custom datasets of ``vllm bench serve``:
+# ``{"prompt": "..."}`` (sent as is to /v1/completions, as the only user message to
+# /v1/chat/completions) or ``{"messages": [...]}`` (OpenAI chat messages, /v1/chat/completions only).
+# Other keys of a line are ignored, as ``vllm bench serve`` does, so its datasets can be reused.
+# The controller checks the file with parse_prompts_file() before any device is touched; the module
+# parses the copy on the device with the same function.
+
+MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_PROMPTS = 10000
+MESSAGE_ROLES = ("system", "developer", "user", "assistant")
+# Control characters other than tab, line feed and carriage return, inside the prompt text.
+_BAD_CHARS_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+PROMPTS_FILE_FORMAT = (
+    "a UTF-8 JSONL file of at most %d prompts and %d MiB, one JSON object per line (blank lines are skipped) "
+    'with either "prompt": a non-empty string, or "messages": a non-empty list of chat messages '
+    '{"role": one of %s, "content": a string or a list of {"type": "text", "text": a string}}, '
+    "with text of at least one character and no control characters other than tab and line breaks"
+) % (MAX_PROMPTS, MAX_FILE_BYTES // (1024 * 1024), ", ".join(MESSAGE_ROLES))
+
+
+class PromptsFileError(ValueError):
+    """A prompts file that is not allowed; ``line`` is the 1-based line number, or None for the whole file."""
+
+    def __init__(self, problem, line=None):
+        super(PromptsFileError, self).__init__(problem if line is None else "line %d: %s" % (line, problem))
+        self.problem = problem
+        self.line = line
+
+
+def _text_problem(text, what):
+    if not isinstance(text, str):
+        return "%s must be a string, got %s" % (what, type(text).__name__)
+    if not text.strip():
+        return "%s is empty" % what
+    bad = _BAD_CHARS_RE.search(text)
+    if bad:
+        return "%s holds the control character %r (only tab and line breaks are allowed)" % (what, bad.group(0))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "%s holds a lone surrogate (\\ud800-\\udfff escape), which is not text" % what
+    return None
+
+
+def _content(content, where):
+    """The text of a message's content (a string or a list of text parts), or raise ValueError."""
+    if isinstance(content, list):
+        if not content:
+            raise ValueError("%s.content is an empty list" % where)
+        for index, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text" or "text" not in part:
+                raise ValueError('%s.content[%d] must be {"type": "text", "text": ...} (only text parts are allowed)' % (where, index))
+            problem = _text_problem(part["text"], "%s.content[%d].text" % (where, index))
+            if problem:
+                raise ValueError(problem)
+        return content
+    problem = _text_problem(content, "%s.content" % where)
+    if problem:
+        raise ValueError(problem)
+    return content
+
+
+def _parse_line(obj):
+    """The prompt of one JSON value: ``(messages, prompt)`` with ``prompt`` None for chat-only lines."""
+    if not isinstance(obj, dict):
+        raise ValueError("expected a JSON object, got %s" % type(obj).__name__)
+    has_prompt, has_messages = "prompt" in obj, "messages" in obj
+    if has_prompt == has_messages:
+        raise ValueError('expected exactly one of the keys "prompt" and "messages", found %s' % ("both" if has_prompt else "neither"))
+    if has_prompt:
+        problem = _text_problem(obj["prompt"], "prompt")
+        if problem:
+            raise ValueError(problem)
+        return [{"role": "user", "content": obj["prompt"]}], obj["prompt"]
+    messages = obj["messages"]
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages must be a non-empty list of chat messages")
+    clean = []
+    for index, message in enumerate(messages):
+        where = "messages[%d]" % index
+        if not isinstance(message, dict):
+            raise ValueError("%s must be an object with role and content" % where)
+        unknown = sorted(set(message) - set(("role", "content", "name")))
+        if unknown:
+            raise ValueError("%s has the key %r; allowed are role, content, name" % (where, unknown[0]))
+        if message.get("role") not in MESSAGE_ROLES:
+            raise ValueError("%s.role must be one of %s, got %r" % (where, ", ".join(MESSAGE_ROLES), message.get("role")))
+        if "content" not in message:
+            raise ValueError("%s has no content" % where)
+        item = {"role": message["role"], "content": _content(message["content"], where)}
+        if "name" in message:
+            problem = _text_problem(message["name"], "%s.name" % where)
+            if problem:
+                raise ValueError(problem)
+            item["name"] = message["name"]
+        clean.append(item)
+    return clean, None
+
+
+def parse_prompts_file(data):
+    """Parse the bytes of a prompts file; return ``(prompts, info)`` or raise ``PromptsFileError``.
+
+    Each prompt has the shape of ``PROMPTS``: ``id`` (``line-N``, its line number), ``kind``
+    (``prompt`` or ``messages``), ``messages`` and ``prompt`` (None for a ``messages`` line: such a
+    line can only be sent to /v1/chat/completions). ``info`` is ``{"count", "sha256", "kinds"}``.
+    """
+    if len(data) > MAX_FILE_BYTES:
+        raise PromptsFileError("the file has %d bytes, more than the limit of %d (16 MiB)" % (len(data), MAX_FILE_BYTES))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise PromptsFileError("not UTF-8 text (byte %d of the file)" % exc.start, line) from None
+    prompts = []
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        if len(prompts) >= MAX_PROMPTS:
+            raise PromptsFileError("more than %d prompts" % MAX_PROMPTS, number)
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            detail = "%s at column %d" % (exc.msg, exc.colno) if hasattr(exc, "colno") else str(exc)
+            raise PromptsFileError("not JSON (%s)" % detail, number) from None
+        try:
+            messages, prompt = _parse_line(obj)
+        except ValueError as exc:
+            raise PromptsFileError(str(exc), number) from None
+        prompts.append({"id": "line-%d" % number, "kind": "prompt" if prompt is not None else "messages", "messages": messages, "prompt": prompt})
+    if not prompts:
+        raise PromptsFileError("the file holds no prompt")
+    info = {
+        "count": len(prompts),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "kinds": sorted(set(p["kind"] for p in prompts)),
+    }
+    return prompts, info
+
+
+def read_prompts_file(path):
+    """Read and parse a prompts file (``parse_prompts_file``); never reads more than the size limit."""
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_FILE_BYTES + 1)
+    return parse_prompts_file(data)

@@ -177,6 +177,7 @@ def run_level(
     max_failed_fraction=0.0,
     metrics=True,
     watchdog=None,
+    prompts=None,
 ):
     """Benchmark one concurrency level: warm-ups (not counted), then ``blocks`` measured blocks.
 
@@ -204,7 +205,7 @@ def run_level(
         ]
 
     if num_warmups > 0:
-        warm = _bench_prompts.select(num_warmups, seed, offset=num_prompts)
+        warm = _bench_prompts.select(num_warmups, seed, offset=num_prompts, prompts=prompts)
         warm_records = run_requests(server, path, jobs_for(warm), concurrency, timeout=timeout, deadline=deadline, watchdog=watchdog)[0]
         _raise_if_hung(watchdog, server.url + path, "warm-up at concurrency %d" % int(concurrency))
         warm_failed = [r for r in warm_records if not r["ok"]]
@@ -215,7 +216,7 @@ def run_level(
         if warm_failed:
             warnings.append("%d of %d warm-up requests failed: %s" % (len(warm_failed), len(warm_records), warm_failed[0]["error"]))
 
-    measured = _bench_prompts.select(num_prompts, seed, offset=0)
+    measured = _bench_prompts.select(num_prompts, seed, offset=0, prompts=prompts)
     counters = None
     if metrics:
         counters, warning = read_spec_counters(server, model)
@@ -319,6 +320,8 @@ def run_benchmark(
     on_run=None,
     stall_timeout=10.0,
     stall_factor=20.0,
+    prompts=None,
+    prompt_set=None,
 ):
     """Readiness check, then one ``run_level`` per concurrency; returns the result document.
 
@@ -371,7 +374,7 @@ def run_benchmark(
             "max_failed_fraction": float(max_failed_fraction),
             "stall_timeout": float(stall_timeout),
             "stall_factor": float(stall_factor),
-            "prompt_set": prompt_set_info(),
+            "prompt_set": prompt_set if prompt_set is not None else prompt_set_info(),
         },
         "runs": [],
         "warnings": [],
@@ -394,6 +397,7 @@ def run_benchmark(
             deadline=end,
             max_failed_fraction=float(max_failed_fraction),
             watchdog=watchdog,
+            prompts=prompts,
         )
         result["runs"].append(run)
         result["warnings"].extend("concurrency %d: %s" % (int(level), w) for w in run["warnings"])

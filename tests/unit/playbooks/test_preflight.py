@@ -219,3 +219,17 @@ def test_canary_outside_the_fleet_is_refused(tmp_path):
     assert rc != 0
     text = " ".join(m for _h, _t, m in failures(doc))
     assert "not in it: stray" in text
+
+
+def test_a_bad_prompts_file_is_refused_before_any_device_is_touched(tmp_path):
+    prompts = tmp_path / "workload.jsonl"
+    prompts.write_text('{"prompt": "How do I reset the line 3 conveyor?"}\n{"messages": [{"role": "user", "content": ""}]}\n')
+    rc, doc = run_preflight(write_inventory(tmp_path, dict(GOOD, speculative_decoding_prompts_file=str(prompts))))
+    assert rc != 0
+    assert set(doc["stats"]) == {"localhost"}, doc["stats"]
+    text = " ".join(m for _h, _t, m in failures(doc))
+    assert "host dev-1: speculative_decoding_prompts_file='%s' is not allowed" % prompts in text
+    assert "%s line 2: messages[0].content is empty" % prompts in text
+    prompts.write_text('{"prompt": "How do I reset the line 3 conveyor?"}\n')
+    rc, doc = run_preflight(write_inventory(tmp_path, dict(GOOD, speculative_decoding_prompts_file=str(prompts))))
+    assert rc == 0, failures(doc)

@@ -166,3 +166,42 @@ def test_invalid_options_fail_before_any_request(tmp_path):
     assert result["failed"] is True
     assert "output_len must be >= 2" in result["msg"]
     assert "blocks must be between" in result["msg"]
+
+
+# ---------------------------------------------------------------- prompts_file
+
+
+def test_load_prompts_names_the_set_after_the_file(tmp_path):
+    path = tmp_path / "workload.jsonl"
+    path.write_text('{"prompt": "a"}\n{"messages": [{"role": "user", "content": "b"}]}\n')
+    prompts, prompt_set = mod.load_prompts(str(path))
+    assert [p["id"] for p in prompts] == ["line-1", "line-2"]
+    assert prompt_set["name"] == "workload.jsonl" and prompt_set["source"] == "file" and prompt_set["count"] == 2
+    assert mod.load_prompts(str(path), name="ops-chat.jsonl")[1]["name"] == "ops-chat.jsonl"
+
+
+def test_load_prompts_refuses_messages_lines_for_the_completions_endpoint(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    path.write_text('{"prompt": "a"}\n{"messages": [{"role": "user", "content": "b"}]}\n')
+    with pytest.raises(ValueError, match="line 2 is a messages line, which only the chat endpoint can send"):
+        mod.load_prompts(str(path), endpoint="completions")
+
+
+def test_load_prompts_names_the_file_and_the_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"prompt": "a"}\n{"prompt": ""}\n')
+    with pytest.raises(ValueError) as caught:
+        mod.load_prompts(str(path))
+    assert str(caught.value).startswith("prompts_file %s is not allowed: line 2: prompt is empty; expected a UTF-8 JSONL file" % path)
+    with pytest.raises(ValueError, match="cannot read prompts_file"):
+        mod.load_prompts(str(tmp_path / "missing.jsonl"))
+
+
+@needs_ansible
+def test_bad_prompts_file_fails_before_any_request(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text("not json\n")
+    result = run_module(tmp_path, {"url": "http://127.0.0.1:%d" % free_port(), "prompts_file": str(path), "ready_timeout": 1})
+    assert result["failed"] is True
+    assert "line 1: not JSON" in result["msg"]
+    assert "not ready" not in result["msg"]

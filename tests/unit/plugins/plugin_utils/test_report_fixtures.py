@@ -51,6 +51,7 @@ READ_KEYS = {
     "group",
     "k_source",
     "sweep",
+    "prompt_set",
 }
 
 
@@ -144,6 +145,7 @@ def result(host, family, variant, outcome="trial", g1=0.5, g8=0.3, k=3, start=T0
         "l4t": l4t,
         "model": model,
         "vllm_version": "0.20.0",
+        "prompt_set": {"name": "jetson_llm.speculative", "count": 67, "sha256": "4f0c" * 16},
         "key": hashlib.sha256(host.encode()).hexdigest()[:16],
         "ladder": [],
         "group": "|".join([family, variant, model, speculator]),

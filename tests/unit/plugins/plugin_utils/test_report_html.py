@@ -334,3 +334,16 @@ def test_each_host_shows_its_simulator_lag():
     page = h.html(r.report([res], started=T0, now=T0 + 700))
     assert "simulator lag: at most 3.1% of modelled time over 2 blocks; OUT OF SPEC in 1 blocks" in page
     assert '<div class="small warn">simulator lag' in page
+
+
+def test_the_prompt_set_of_each_host_is_shown():
+    user = result("dev-user", "orin", "agx-64gb")
+    user["prompt_set"] = {"name": "ops<b>chat</b>.jsonl", "source": "file", "count": 240, "sha256": "ab12" * 16, "kinds": ["messages"]}
+    shipped = result("dev-shipped", "orin", "agx-64gb")
+    assert r.host_summary(user)["prompts"] == "prompts ops<b>chat</b>.jsonl (240, sha256 ab12ab12ab12)"
+    assert r.host_summary(shipped)["prompts"] == "shipped prompts"
+    assert r.prompts_line(None) is None
+    _doc, page = _page([user, shipped])
+    text = parse(page).all_text()
+    assert "prompts ops<b>chat</b>.jsonl (240, sha256 ab12ab12ab12)" in text and "shipped prompts" in text
+    assert "<b>chat" not in page

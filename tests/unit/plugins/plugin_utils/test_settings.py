@@ -201,3 +201,99 @@ def test_the_server_validation_works_when_included_by_path_from_elsewhere(tmp_pa
     assert (proc.returncode == 0) is ok, proc.stdout[-3000:]
     if not ok:
         assert "vllm_server_hf_token=<secret of 10 characters, with a control character>" in proc.stdout
+
+
+# ---------------------------------------------------------------- speculative_decoding_prompts_file
+
+
+def _prompts(tmp_path, text, name="workload.jsonl"):
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+    return str(path)
+
+
+def _check_prompts(path, **extra):
+    return _settings.check_role("speculative_decoding", dict({"speculative_decoding_prompts_file": path}, **extra), host="dev-7")
+
+
+def test_prompts_file_empty_is_the_shipped_set_and_a_good_file_passes(tmp_path):
+    assert _check_prompts("") == []
+    path = _prompts(tmp_path, '{"prompt": "a"}\n{"messages": [{"role": "user", "content": "b"}]}\n')
+    assert _check_prompts(path) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('{"prompt": "ok"}\n{"prompt": "ok"\n', "line 2: not JSON"),
+        ('{"prompt": "ok"}\n\n{"question": "?"}\n', 'line 3: expected exactly one of the keys "prompt" and "messages", found neither'),
+        ('{"prompt": ""}\n', "line 1: prompt is empty"),
+        ('{"prompt": "ok"}\n{"prompt": "x\\u001b[2J"}\n', "line 2: prompt holds the control character '\\x1b'"),
+        ('{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}\n', "line 1: messages[0].content[0] must be"),
+        ("", "the file holds no prompt"),
+    ],
+)
+def test_bad_prompts_files_name_host_variable_file_line_and_format(tmp_path, text, fragment):
+    path = _prompts(tmp_path, text)
+    errors = _check_prompts(path)
+    assert len(errors) == 1, errors
+    message = errors[0]
+    assert message.startswith("host dev-7: speculative_decoding_prompts_file=%r is not allowed; expected a UTF-8 JSONL file" % path)
+    assert fragment in message
+    if "line" in fragment:
+        assert "%s line " % path in message
+    assert "at most 10000 prompts and 16 MiB" in message
+
+
+def test_prompts_file_limits(tmp_path, monkeypatch):
+    monkeypatch.setattr(_settings._bench_prompts, "MAX_PROMPTS", 2)
+    path = _prompts(tmp_path, '{"prompt": "a"}\n{"prompt": "b"}\n{"prompt": "c"}\n')
+    assert "line 3: more than 2 prompts" in _check_prompts(path)[0]
+    monkeypatch.setattr(_settings._bench_prompts, "MAX_FILE_BYTES", 10)
+    path = _prompts(tmp_path, '{"prompt": "abcdefgh"}\n', name="big.jsonl")
+    assert "more than the limit of 10" in _check_prompts(path)[0]
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("/tmp/prompts\n.jsonl", "no control characters"),
+        ("/tmp/prompts\x1b.jsonl", "no control characters"),
+        ("prompts.jsonl", "the absolute path of a file on the controller"),
+        ("/nonexistent/prompts.jsonl", "an existing file on the controller"),
+        ("/tmp/", "the absolute path of a file"),
+    ],
+)
+def test_prompts_file_paths(value, fragment):
+    errors = _check_prompts(value)
+    assert len(errors) == 1 and errors[0].startswith("host dev-7: speculative_decoding_prompts_file=") and fragment in errors[0], errors
+
+
+def test_prompts_file_must_be_a_regular_file(tmp_path):
+    assert "a regular file" in _check_prompts(str(tmp_path))[0]
+
+
+def test_messages_lines_need_the_chat_endpoint(tmp_path):
+    path = _prompts(tmp_path, '{"prompt": "a"}\n{"messages": [{"role": "user", "content": "b"}]}\n')
+    assert _check_prompts(path, speculative_decoding_endpoint="chat") == []
+    errors = _check_prompts(path, speculative_decoding_endpoint="completions")
+    assert errors == [
+        "host dev-7: speculative_decoding_prompts_file=%r has a messages line (%s line 2), which only "
+        "speculative_decoding_endpoint=chat can send; got completions: use chat, or prompt lines only" % (path, path)
+    ]
+    only_prompts = _prompts(tmp_path, '{"prompt": "a"}\n', name="p.jsonl")
+    assert _check_prompts(only_prompts, speculative_decoding_endpoint="completions") == []
+
+
+def test_a_prompts_file_is_read_once_per_version(tmp_path, monkeypatch):
+    path = _prompts(tmp_path, '{"prompt": "a"}\n')
+    reads = []
+    real = _settings._bench_prompts.read_prompts_file
+    monkeypatch.setattr(_settings._bench_prompts, "read_prompts_file", lambda p: reads.append(p) or real(p))
+    for host in range(5):
+        assert _settings.check_role("speculative_decoding", {"speculative_decoding_prompts_file": path}, host="h%d" % host) == []
+    assert reads == [path]
+    with open(path, "a") as handle:
+        handle.write('{"prompt": ""}\n')  # a new version (size) is read again
+    assert "line 2: prompt is empty" in _check_prompts(path)[0]
+    assert len(reads) == 2
