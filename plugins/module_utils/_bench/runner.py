@@ -250,8 +250,8 @@ def run_level(
             lag_before = lag_after
             if block.get("sim_out_of_spec"):
                 warnings.append(
-                    "block %d was measured on a simulator running late (%.1f %% of modelled time lost, over its limit): "
-                    "its figures are skewed" % (index, 100.0 * block["sim_lag_share"])
+                    "part %d of %d of this run was measured on a simulator running late (%.1f %% of modelled time lost, "
+                    "over its limit): its figures are skewed" % (index + 1, len(sizes), 100.0 * block["sim_lag_share"])
                 )
         records.extend(block_records)
         block_results.append(block)
