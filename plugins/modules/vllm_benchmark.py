@@ -744,9 +744,9 @@ from datetime import datetime, timezone
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench import prompts as _bench_prompts
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.client import DEFAULT_URL, BenchError
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.runner import run_benchmark
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench import prompts as _bench_prompts
 
 CHECK_MODE_MSG = "Check mode - the benchmark sends load to the server and is not run."
 

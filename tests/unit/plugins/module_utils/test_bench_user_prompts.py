@@ -7,8 +7,8 @@ import json
 import os
 
 import pytest
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench import runner as _bench
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench import prompts as bp
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench import runner as _bench
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
