@@ -123,6 +123,26 @@ def build_context():
         if not os.path.isfile(os.path.join(src, "MANIFEST.json")):
             sys.exit("ee: %s missing: run `make collections` first" % src)
         shutil.copytree(src, os.path.join(FILES, "ansible_collections", dep), symlinks=False)
+    ca = ca_bundle()
+    shutil.copyfile(ca, os.path.join(FILES, "ca-bundle.crt"))
+    log("certificate authorities for the build's pip: %s" % ca)
+
+
+def ca_bundle():
+    """The CA bundle this machine's own pip trusts, for pip inside the build.
+
+    A machine that reaches PyPI through a TLS-inspecting proxy trusts the proxy's CA through its bundle
+    (PIP_CERT, SSL_CERT_FILE, REQUESTS_CA_BUNDLE); Debian's bundle inside the base image does not, and pip
+    fails with CERTIFICATE_VERIFY_FAILED. Elsewhere this is the usual system bundle, so nothing changes.
+    """
+    for var in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
+        path = os.environ.get(var)
+        if path and os.path.isfile(path):
+            return path
+    for path in ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"):
+        if os.path.isfile(path):
+            return path
+    sys.exit("ee: no CA bundle found for pip (set PIP_CERT to the bundle this machine trusts)")
 
 
 def build(args):
