@@ -53,7 +53,9 @@ _FQCN = "jetson_llm.speculative.speculative_choose_k"
 
 def speculative_choose_k(blocks, confidence=0.95, tie_tolerance=0.01):
     try:
-        return choose_k(list(blocks), confidence=float(confidence), tie_tolerance=float(tie_tolerance))
+        # a block that failed its arm proof measured another server than its own: never used
+        usable = [b for b in blocks if not (isinstance(b, dict) and b.get("arm_proof"))]
+        return choose_k(usable, confidence=float(confidence), tie_tolerance=float(tie_tolerance))
     except (StatsError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("{}: {}".format(_FQCN, exc)) from exc
 

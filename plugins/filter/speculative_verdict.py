@@ -42,6 +42,8 @@ options:
         for example one measured while the vLLM simulator ran late) does not enter the verdict, and
         RV(next_blocks) asks for it again. At most two blocks of a trial are discarded; later ones
         count, with a warning, so that a device that cannot be measured cleanly still ends its trial.
+        A block that failed its arm proof (C(arm_proof) set: it measured another server than its arm's)
+        never counts, whatever their number; the role ends a trial whose server keeps failing the proof.
     type: list
     elements: dict
     required: true
@@ -226,7 +228,11 @@ def split_discarded(blocks):
     kept, discarded, counted = [], [], []
     for block in blocks:
         reason = block.get("discard") if isinstance(block, dict) else None
-        if reason and len(discarded) < MAX_DISCARDED:
+        if reason and block.get("arm_proof"):
+            # measured another server than its arm's: never counts, however many there are
+            discarded.append(block)
+            continue
+        if reason and len([b for b in discarded if not b.get("arm_proof")]) < MAX_DISCARDED:
             discarded.append(block)
             continue
         if reason:

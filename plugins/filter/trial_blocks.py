@@ -37,6 +37,15 @@ options:
   result_file:
     description: Path of the saved benchmark result on the device, recorded with each block.
     type: str
+  served:
+    description:
+      - The server the arm was applied to, as read right after the switch (and before the measurement)
+        with P(jetson_llm.speculative.vllm_server_info#module), plus C(arm), the arm it serves.
+      - Without it no arm proof is made.
+    type: dict
+  after:
+    description: P(jetson_llm.speculative.vllm_server_info#module) read right after the measurement.
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -53,11 +62,31 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._trial import prove_block
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._values import plain as _plain
 
 _FQCN = "jetson_llm.speculative.trial_blocks"
 
 
-def trial_blocks(runs, segment, start, result_file=None):
+def arm_proof(arm, served, after):
+    """None when a block of ``arm`` measured between the live reads ``served`` and ``after`` proves
+    its arm, else the reason (the rule itself is _trial.prove_block, shared with the trial controller)."""
+    served = _plain(served or {})
+    after = _plain(after or {})
+    if served.get("config_current") is False:
+        differences = "; ".join(str(d) for d in served.get("differences") or []) or "files changed after the start"
+        return "the server was not started from the arm's configuration (%s)" % differences
+    block = {
+        "arm": arm,
+        "spec_metrics": after.get("speculative"),
+        "invocation_before": served.get("invocation_id") or served.get("main_pid"),
+        "invocation_after": after.get("invocation_id") or after.get("main_pid"),
+    }
+    started = served.get("started_at")
+    return prove_block(block, {"arm": served.get("arm"), "invocation": block["invocation_before"], "server_started": started})
+
+
+def trial_blocks(runs, segment, start, result_file=None, served=None, after=None):
     if not isinstance(runs, list) or not isinstance(segment, list):
         raise AnsibleFilterError("{}: runs and segment must be lists".format(_FQCN))
     if len(runs) != len(segment):
@@ -72,6 +101,11 @@ def trial_blocks(runs, segment, start, result_file=None):
             tagged["discard"] = "measured while the vLLM simulator ran late (%.1f %% of modelled time lost, over its limit)" % (
                 100.0 * float(run.get("sim_lag_share") or 0.0)
             )
+        if served is not None:
+            reason = arm_proof(block["arm"], served, after)
+            if reason:
+                tagged["arm_proof"] = reason
+                tagged["discard"] = "it did not measure the %s arm: %s" % (block["arm"], reason)
         if block.get("num_speculative_tokens") not in (None, "", "None"):
             tagged["num_speculative_tokens"] = int(block["num_speculative_tokens"])
         out.append(tagged)

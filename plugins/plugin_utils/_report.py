@@ -228,6 +228,7 @@ def host_summary(result):
         "label": _text(result.get("label")) or outcome,
         "reason": _text(result.get("reason")),
         "reused": bool(result.get("reused")),
+        "reconciled": _strings(result.get("reconciled")),
         "method": _text(method) or None,
         "speculator": (_text(result.get("speculator")) or None) if method else None,
         "k": _int(result.get("num_speculative_tokens")) if method else None,
@@ -401,7 +402,7 @@ def row(result):
 
 
 def _row(s):
-    label = s["label"] + (" (decided earlier)" if s["reused"] else "")
+    label = s["label"] + (" (decided earlier)" if s["reused"] else "") + (" (reconciled)" if s["reconciled"] else "")
     return (
         s["host"],
         ("%s %s" % (s["family"], s["variant"])).strip(),
@@ -450,6 +451,12 @@ def table(results, missing=None, width=None, reason_lines=3):
         if s["reason"] and reason_lines:
             lines.extend(
                 textwrap.wrap(s["reason"], width=wrap, initial_indent=indent, subsequent_indent=indent, max_lines=int(reason_lines), placeholder=" ...")
+            )
+        if s["reconciled"]:
+            lines.extend(
+                textwrap.wrap(
+                    "reconciled: " + "; ".join(s["reconciled"]), width=wrap, initial_indent=indent, subsequent_indent=indent, max_lines=2, placeholder=" ..."
+                )
             )
         for warning in s["warnings"] + s["benchmark_warnings"]:
             lines.extend(textwrap.wrap("warning: " + warning, width=wrap, initial_indent=indent, max_lines=1, placeholder=" ..."))

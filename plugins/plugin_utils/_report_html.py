@@ -335,7 +335,7 @@ def _acceptance(s):
 def _verdict(s):
     match = _LABEL.match(s["label"])
     badge, detail = (match.group(1), match.group(2)) if match else (s["label"], "")
-    return {"cls": _cls(s["outcome"]), "badge": badge, "detail": detail, "reused": s["reused"]}
+    return {"cls": _cls(s["outcome"]), "badge": badge, "detail": detail, "reused": s["reused"], "reconciled": s["reconciled"]}
 
 
 def _method(s):

@@ -297,6 +297,7 @@ RULES = {
     "speculative_decoding_num_warmups": int_range(0, 100),
     "speculative_decoding_seed": int_range(0, 2**31 - 1),
     "speculative_decoding_benchmark_timeout": int_range(10, 86400),
+    "speculative_decoding_lock_ttl": int_range(60, 604800),
     "speculative_decoding_k_candidates": k_candidates,
     "speculative_decoding_tune_rounds": int_range(1, 20),
     "speculative_decoding_ladder_step": float_range(0.01, 0.5),

@@ -263,3 +263,14 @@ def test_simulator_lag_per_host_in_the_table():
     assert lag == {"max_share": 0.031, "out_of_spec": 0, "discarded": 1, "blocks": 2}
     assert r.sim_lag_line(lag) == "simulator lag: at most 3.1% of modelled time over 2 blocks; 1 blocks measured late were discarded and measured again"
     assert r.sim_lag([{"arm": "baseline"}]) is None and r.sim_lag_line(None) is None
+
+
+def test_a_reconciled_host_says_what_differed_in_the_summary_and_table(hosts):
+    raw = copy.deepcopy(hosts["orin-03"])
+    raw["reconciled"] = ["speculation was loaded where the decision is revert", "serve.yaml changed since the server started"]
+    s = r.host_summary(raw)
+    assert s["reconciled"] == raw["reconciled"]
+    lines = r.table([raw])
+    assert "(decided earlier) (reconciled)" in lines[1]
+    assert any(line.strip().startswith("reconciled: speculation was loaded where the decision is revert;") for line in lines)
+    assert r.host_summary(hosts["orin-03"])["reconciled"] == []

@@ -347,3 +347,11 @@ def test_the_prompt_set_of_each_host_is_shown():
     text = parse(page).all_text()
     assert "prompts ops<b>chat</b>.jsonl (240, sha256 ab12ab12ab12)" in text and "shipped prompts" in text
     assert "<b>chat" not in page
+
+
+def test_a_reconciled_host_is_marked_in_the_page():
+    results = fleet()
+    results[0] = dict(results[0], reconciled=["speculation was loaded where the decision is revert <b>"])
+    _doc, text = _page(results)
+    assert "reconciled: speculation was loaded where the decision is revert &lt;b&gt;" in text
+    parse(text)  # still a balanced page

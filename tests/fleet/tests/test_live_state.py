@@ -1,0 +1,222 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What runs is what was decided: the live server against the record, on the two hosts of ``tests/fleet/live.yml``.
+
+Each case of issue "reconcile each device's live server with its record" is reproduced on real hosts and
+judged on the live server (its ``/metrics`` and its process), not on files:
+
+- the controller stopped inside the revert handler (known-good files back, record says revert, server still
+  speculative): check mode says what it would reconcile, the re-run restarts onto the decision;
+- the controller stopped right after the baseline arm was rendered (files baseline, server speculative): the
+  trial restarts into the baseline before measuring, and no baseline block measured speculation;
+- two rollouts at once: the second finds the device "busy" and leaves it alone; the first is killed and a
+  plain re-run breaks the dead run's lock and converges.
+
+Run as root: ``make fleet-test``. The module fixture brings the fleet up and always tears it down.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from fleet_helpers import BIN, FLEET_DIR, REPO, RunningFleet, ansible_env, fleet_cmd, ops
+
+LIVE_FLEET = os.path.join(FLEET_DIR, "live.yml")
+PLAYBOOK = os.path.join(REPO, "playbooks", "enable_speculation.yml")
+HOSTS = ("l-orin-1", "l-orin-2")
+STATE_DIR = "/var/lib/jetson_llm/speculative"
+STATE = STATE_DIR + "/state.json"
+LOCK = STATE_DIR + "/rollout.lock"
+KNOWN_GOOD = "/var/lib/jetson_llm/vllm/known-good"
+SETTINGS = {"jetson_llm_serial": ["100%"]}
+
+
+class Live(RunningFleet):
+    def __init__(self, state, inventory, work):
+        super().__init__(state)
+        self.inventory = inventory
+        self.work = work
+
+    def _cmd(self, report, extra):
+        settings = dict(SETTINGS, speculative_decoding_report_dir=os.path.join(self.work, report))
+        return [os.path.join(BIN, "ansible-playbook"), "-i", self.inventory, PLAYBOOK, "-e", json.dumps(settings), *extra]
+
+    def playbook(self, report, *extra, timeout=1800):
+        env = ansible_env()
+        return subprocess.run(self._cmd(report, extra), capture_output=True, text=True, env=env, timeout=timeout, check=False)
+
+    def start(self, report, name):
+        """A playbook in its own process group (so that it can be killed like an operator's Ctrl-C would not)."""
+        out = open(os.path.join(self.work, name + ".log"), "w")
+        proc = subprocess.Popen(self._cmd(report, ()), stdout=out, stderr=subprocess.STDOUT, text=True, env=ansible_env(), start_new_session=True)
+        proc.log = out
+        return proc
+
+    def finish(self, proc, timeout=1800):
+        rc = proc.wait(timeout=timeout)
+        proc.log.close()
+        with open(proc.log.name) as f:
+            return rc, f.read()
+
+    def speculating(self, name):
+        return "vllm:spec_decode_num_drafts" in self.http_get(name, "/metrics")[1]
+
+    def main_pid(self, name):
+        return self.ssh(name, "systemctl show -p MainPID --value vllm.service", check=True).stdout.strip()
+
+    def record(self, name):
+        return json.loads(self.ssh(name, "cat " + STATE, check=True).stdout)
+
+    def lock(self, name):
+        out = self.ssh(name, "cat %s 2>/dev/null || true" % LOCK).stdout.strip()
+        return json.loads(out) if out else None
+
+    def wait_for_lock(self, name, deadline_s=600):
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            held = self.lock(name)
+            if held:
+                return held
+            time.sleep(1)
+        raise AssertionError("%s: no rollout lock within %d s" % (name, deadline_s))
+
+    def fingerprint(self):
+        cmd = "sha256sum /etc/vllm/serve.yaml /etc/vllm/vllm.env %s; systemctl show -p MainPID -p InvocationID vllm.service" % STATE
+        return {h: self.ssh(h, cmd, check=True).stdout for h in HOSTS}
+
+
+def host_report(live, report):
+    with open(os.path.join(live.work, report, "latest.json")) as f:
+        return {h["host"]: h for h in json.load(f)["hosts"]}
+
+
+def tail(text, n=6000):
+    return text[-n:]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.fail("the fleet tests need root (network namespaces, podman)")
+    work = tmp_path_factory.mktemp("live")
+    inventory = str(work / "hosts.yml")
+    proc = fleet_cmd("up", LIVE_FLEET, "--inventory", inventory)
+    try:
+        if proc.returncode != 0:
+            pytest.fail("fleet up failed (%d):\n%s%s" % (proc.returncode, proc.stdout, proc.stderr))
+        with open(ops.STATE_JSON) as f:
+            yield Live(json.load(f), inventory, str(work))
+    finally:
+        fleet_cmd("down")
+
+
+@pytest.fixture(scope="module")
+def kept(live):
+    proc = live.playbook("first")
+    assert proc.returncode == 0, tail(proc.stdout + proc.stderr)
+    report = host_report(live, "first")
+    assert {h: report[h]["outcome"] for h in HOSTS} == {h: "keep" for h in HOSTS}, tail(proc.stdout)
+    for h in HOSTS:
+        assert live.speculating(h), h
+        assert live.lock(h) is None, h  # given back at the end of the run
+        # the unit wrote its start record: what this invocation was started from
+        record = live.ssh(h, "cat /run/vllm/config.sha256", check=True).stdout
+        assert record.startswith("# invocation ") and "/etc/vllm/serve.yaml" in record, record
+    return report
+
+
+def test_a_revert_cut_off_before_its_restart_is_reconciled_on_the_live_server(live, kept):
+    # What the revert handler leaves when the controller dies after restoring the files and recording
+    # "revert" but before "Restart vLLM": baseline files and record, speculative server.
+    host, other = HOSTS
+    live.ssh(host, "cp -p %s/serve.yaml /etc/vllm/serve.yaml && cp -p %s/vllm.env /etc/vllm/vllm.env" % (KNOWN_GOOD, KNOWN_GOOD), check=True)
+    live.ssh(
+        host,
+        "python3 -c \"import json; p='%s'; s=json.load(open(p)); s.update(decision='revert', outcome='revert', label='revert (no gain)'); "
+        "json.dump(s, open(p, 'w'))\"" % STATE,
+        check=True,
+    )
+    assert live.speculating(host)  # the device serves what nobody decided
+    before = live.fingerprint()
+    other_pid = live.main_pid(other)
+
+    check = live.playbook("check", "--check")
+    assert check.returncode == 0, tail(check.stdout + check.stderr)
+    assert "would reconcile:" in check.stdout and "speculation is loaded where the decision is revert" in check.stdout, tail(check.stdout)
+    assert live.fingerprint() == before  # check mode changed nothing
+    assert live.speculating(host)
+
+    proc = live.playbook("reconcile")
+    assert proc.returncode == 0, tail(proc.stdout + proc.stderr)
+    assert "reconciled:" in proc.stdout and "speculation was loaded where the decision is revert" in proc.stdout, tail(proc.stdout)
+    assert not live.speculating(host)  # the live server now serves the recorded decision
+    assert live.speculating(other) and live.main_pid(other) == other_pid  # the other device was left as it was
+    report = host_report(live, "reconcile")
+    assert report[host]["outcome"] == "revert" and report[host]["reconciled"], report[host]
+    assert not report[other]["reconciled"]
+
+    # and it holds: the next run finds nothing to reconcile and restarts nothing
+    pid = live.main_pid(host)
+    again = live.playbook("again")
+    assert again.returncode == 0, tail(again.stdout + again.stderr)
+    assert "reconciled:" not in again.stdout and live.main_pid(host) == pid
+    assert "already decided: revert (no gain), and the live server serves it" in again.stdout
+
+
+def test_a_trial_cut_off_after_rendering_the_baseline_measures_the_baseline(live, kept):
+    # What a controller killed right after rendering the baseline arm leaves: baseline files, no decision,
+    # speculative server. The files already match the baseline arm; the live server does not.
+    host = HOSTS[1]
+    assert live.speculating(host)
+    live.ssh(host, "cp -p %s/serve.yaml /etc/vllm/serve.yaml && rm -f %s" % (KNOWN_GOOD, STATE), check=True)
+    proc = live.playbook("early")
+    assert proc.returncode == 0, tail(proc.stdout + proc.stderr)
+    assert "the live server is not the baseline arm" in proc.stdout, tail(proc.stdout)
+    record = live.record(host)
+    assert record["decision"] == "keep", record.get("reason")
+    baseline = [b for b in record["blocks"] if b["arm"] == "baseline"]
+    speculative = [b for b in record["blocks"] if b["arm"] == "speculative"]
+    assert baseline and speculative
+    # every baseline block measured a server without speculation, every speculative one a server with it
+    assert all(b.get("spec_decode_num_drafts") is None for b in baseline), baseline
+    assert all(b.get("spec_decode_num_drafts") is not None for b in speculative)
+    assert not [b for b in record["blocks"] if b.get("arm_proof")]
+    assert live.speculating(host)
+
+
+def test_two_rollouts_at_once_then_a_killed_one_and_a_plain_rerun(live, kept):
+    host = HOSTS[0]
+    live.ssh(host, "rm -f " + STATE, check=True)  # the device is decided again: a trial holds its lock
+    first = live.start("run-a", "run-a")
+    try:
+        holder = live.wait_for_lock(host)
+        second = live.playbook("run-b")
+        assert second.returncode == 0, tail(second.stdout + second.stderr)
+        assert "busy: rollout %s since" % holder["run_id"] in second.stdout, tail(second.stdout)
+        report = host_report(live, "run-b")
+        assert report[host]["outcome"] == "busy" and holder["run_id"] in report[host]["reason"]
+        assert live.lock(host)["run_id"] == holder["run_id"]  # the second run left the lock alone
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the first run dies mid-trial, holding the lock
+        live.finish(first, timeout=60)
+    assert live.lock(host)["run_id"] == holder["run_id"]
+
+    rerun = live.playbook("rerun")
+    assert rerun.returncode == 0, tail(rerun.stdout + rerun.stderr)
+    assert "busy:" not in rerun.stdout, tail(rerun.stdout)
+    broken = live.ssh(host, "ls %s.broken-* 2>/dev/null | wc -l" % LOCK).stdout.strip()
+    assert int(broken) >= 1  # the dead run's lock was moved aside, not silently deleted
+    assert live.lock(host) is None
+    record = live.record(host)
+    assert record["decision"] in ("keep", "revert")
+    assert live.speculating(host) == (record["decision"] == "keep")  # the live server is the record
+    status, _body = live.http_get(host, "/health")
+    assert status == 200
+
+
+def test_zz_fleet_down(live):
+    proc = fleet_cmd("down")
+    assert proc.returncode == 0, proc.stderr
+    assert not os.path.exists(ops.STATE_JSON)

@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Arm proof of the role's benchmark blocks (trial_blocks with served/after) and how the verdict treats them."""
+
+from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_choose_k import speculative_choose_k
+from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_verdict import MAX_DISCARDED, speculative_verdict_filter
+from ansible_collections.jetson_llm.speculative.plugins.filter.trial_blocks import arm_proof, trial_blocks
+
+
+def live(invocation="inv-1", speculative=False, config_current=True, differences=()):
+    return {
+        "invocation_id": invocation,
+        "main_pid": 42,
+        "speculative": speculative,
+        "config_current": config_current,
+        "differences": list(differences),
+        "started_at": 1000.0,
+        "running": True,
+    }
+
+
+def runs(*levels):
+    return [{"concurrency": c, "output_throughput": 100.0 + c, "median_tpot_ms": 10.0, "completed": 4, "failed": 0} for c in levels]
+
+
+SEG_BASE = [{"arm": "baseline", "concurrency": 1, "n_requests": 4}, {"arm": "baseline", "concurrency": 8, "n_requests": 4}]
+SEG_SPEC = [{"arm": "speculative", "concurrency": 1, "n_requests": 4}]
+
+
+def test_a_block_on_its_own_server_proves_its_arm():
+    served = dict(live(), arm="baseline")
+    got = trial_blocks(runs(1, 8), segment=SEG_BASE, start=0, served=served, after=live())
+    assert [b.get("discard") for b in got] == [None, None]
+    assert "arm_proof" not in got[0]
+    served = dict(live(speculative=True), arm="speculative")
+    assert arm_proof("speculative", served, live(speculative=True)) is None
+
+
+def test_speculation_on_the_baseline_arm_is_caught():
+    # the early-kill case: the baseline was rendered but the speculative server still runs
+    served = dict(live(speculative=True), arm="baseline")
+    got = trial_blocks(runs(1, 8), segment=SEG_BASE, start=0, served=served, after=live(speculative=True))
+    assert all("speculation metrics present on the baseline arm" in b["arm_proof"] for b in got)
+    assert all(b["discard"].startswith("it did not measure the baseline arm") for b in got)
+
+
+def test_no_speculation_on_the_speculative_arm_is_caught():
+    served = dict(live(speculative=False), arm="speculative")
+    reason = arm_proof("speculative", served, live(speculative=False))
+    assert reason == "speculation metrics absent on the speculative arm"
+
+
+def test_a_restart_during_the_block_is_caught():
+    served = dict(live(invocation="inv-1"), arm="baseline")
+    reason = arm_proof("baseline", served, live(invocation="inv-2"))
+    assert "restarted during the block" in reason and "inv-1" in reason and "inv-2" in reason
+
+
+def test_a_server_started_before_its_files_were_written_is_caught():
+    served = dict(live(config_current=False, differences=["serve.yaml changed since the server started"]), arm="baseline")
+    reason = arm_proof("baseline", served, live())
+    assert reason.startswith("the server was not started from the arm's configuration")
+    assert "serve.yaml changed" in reason
+
+
+def test_a_block_of_another_arm_than_the_served_one_is_caught():
+    served = dict(live(speculative=True), arm="speculative")
+    assert arm_proof("baseline", served, live(speculative=True)) == "the server was not started on the baseline arm"
+
+
+def test_no_proof_without_served():
+    got = trial_blocks(runs(1), segment=SEG_SPEC, start=3)
+    assert "arm_proof" not in got[0] and "discard" not in got[0]
+
+
+def _blocks(n_rounds, bad_arm_proof_rounds=()):
+    blocks, index = [], 0
+    for r in range(n_rounds):
+        for arm, tput in (("baseline", 100.0), ("speculative", 150.0)):
+            for c in (1, 8):
+                b = {"arm": arm, "concurrency": c, "index": index, "output_throughput": tput + r, "median_tpot_ms": 1000.0 / tput,
+                     "completed": 8, "failed": 0}  # fmt: skip
+                if r in bad_arm_proof_rounds and arm == "baseline":
+                    b["arm_proof"] = "speculation metrics present on the baseline arm"
+                    b["discard"] = "it did not measure the baseline arm: " + b["arm_proof"]
+                    b["output_throughput"] = 150.0  # it measured the speculative server
+                blocks.append(b)
+                index += 1
+    return blocks
+
+
+def test_blocks_failing_the_arm_proof_never_count_however_many():
+    bad_rounds = tuple(range(MAX_DISCARDED + 2))  # more failing blocks than the limit for late-simulator blocks
+    blocks = _blocks(6, bad_arm_proof_rounds=bad_rounds)
+    result = speculative_verdict_filter(blocks)
+    dropped = {d["index"] for d in result["discarded"]}
+    bad = {b["index"] for b in blocks if b.get("arm_proof")}
+    assert len(bad) > MAX_DISCARDED
+    assert dropped == bad
+    assert not any("counts although" in w for w in result["warnings"])
+    clean = speculative_verdict_filter([b for b in blocks if not b.get("arm_proof")])
+    assert result["gain_c1"] == clean["gain_c1"]
+
+
+def test_choose_k_ignores_blocks_failing_the_arm_proof():
+    blocks = []
+    for r in range(3):
+        blocks.append(
+            {"arm": "baseline", "concurrency": 1, "index": len(blocks), "output_throughput": 100.0 + r, "median_tpot_ms": 10.0, "completed": 8, "failed": 0}
+        )
+        for k, tput in ((2, 140.0), (4, 120.0)):
+            blocks.append({"arm": "speculative", "num_speculative_tokens": k, "concurrency": 1, "index": len(blocks),
+                           "output_throughput": tput + r, "median_tpot_ms": 8.0, "completed": 8, "failed": 0})  # fmt: skip
+    assert speculative_choose_k(blocks)["k"] == 2
+    # blocks of k=4 that measured another server (fast ones) must not make k=4 win
+    poisoned = blocks + [
+        {
+            "arm": "speculative",
+            "num_speculative_tokens": 4,
+            "concurrency": 1,
+            "index": 100 + i,
+            "output_throughput": 400.0,
+            "median_tpot_ms": 3.0,
+            "completed": 8,
+            "failed": 0,
+            "arm_proof": "restarted",
+            "discard": "it did not measure the speculative arm: restarted",
+        }
+        for i in range(3)
+    ]
+    assert speculative_choose_k(poisoned)["k"] == 2
