@@ -44,7 +44,10 @@ options:
       - Without it no arm proof is made.
     type: dict
   after:
-    description: P(jetson_llm.speculative.vllm_server_info#module) read right after the measurement.
+    description:
+      - The evidence of the measurement, the C(unit) that P(jetson_llm.speculative.vllm_benchmark#module) returns
+        with its O(jetson_llm.speculative.vllm_benchmark#module:service) option, or a
+        P(jetson_llm.speculative.vllm_server_info#module) read right after it.
     type: dict
 """
 
@@ -69,21 +72,27 @@ _FQCN = "jetson_llm.speculative.trial_blocks"
 
 
 def arm_proof(arm, served, after):
-    """None when a block of ``arm`` measured between the live reads ``served`` and ``after`` proves
-    its arm, else the reason (the rule itself is _trial.prove_block, shared with the trial controller)."""
+    """None when a block of ``arm`` proves its arm, else the reason (the rule itself is _trial.prove_block,
+    shared with the trial controller).
+
+    ``served``: the live server read when the arm was applied (vllm_server_info, plus ``arm``).
+    ``after``: the evidence of the measurement, either the benchmark's ``unit`` (``invocation_before``,
+    ``invocation_after``, ``main_pid_*``, ``speculative``) or a vllm_server_info read after it.
+    """
     served = _plain(served or {})
     after = _plain(after or {})
     if served.get("config_current") is False:
         differences = "; ".join(str(d) for d in served.get("differences") or []) or "files changed after the start"
         return "the server was not started from the arm's configuration (%s)" % differences
-    block = {
-        "arm": arm,
-        "spec_metrics": after.get("speculative"),
-        "invocation_before": served.get("invocation_id") or served.get("main_pid"),
-        "invocation_after": after.get("invocation_id") or after.get("main_pid"),
-    }
-    started = served.get("started_at")
-    return prove_block(block, {"arm": served.get("arm"), "invocation": block["invocation_before"], "server_started": started})
+    if after.get("invocation_before") or after.get("invocation_after"):
+        started, before, end = served.get("invocation_id"), after.get("invocation_before"), after.get("invocation_after")
+    elif "main_pid_before" in after:  # no invocation ids: compare like with like, the main process ids
+        started, before, end = served.get("main_pid"), after.get("main_pid_before"), after.get("main_pid_after")
+    else:
+        started = served.get("invocation_id") or served.get("main_pid")
+        before, end = started, after.get("invocation_id") or after.get("main_pid")
+    block = {"arm": arm, "spec_metrics": after.get("speculative"), "invocation_before": before, "invocation_after": end}
+    return prove_block(block, {"arm": served.get("arm"), "invocation": started, "server_started": served.get("started_at")})
 
 
 def trial_blocks(runs, segment, start, result_file=None, served=None, after=None):

@@ -199,6 +199,15 @@ options:
         it was copied from. Defaults to the base name of O(prompts_file).
     type: str
     version_added: 0.1.0
+  service:
+    description:
+      - systemd unit that runs the server (for example C(vllm.service)). When set, the module reads the unit's
+        C(InvocationID) and C(MainPID) right before the first request and right after the last one, and
+        whether C(/metrics) shows the C(vllm:spec_decode_*) counters at the end (RV(unit)): the evidence that
+        the numbers belong to one server, not restarted in between, with or without speculation, at no extra
+        connection to the device.
+    type: str
+    version_added: 0.1.0
 notes:
   - Warm-up and measured requests use a new connection each, like a client without connection reuse.
   - TTFT is measured at the first streamed chunk that carries text. ITL is the gap between streamed
@@ -252,6 +261,38 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+unit:
+  description:
+    - With O(service), what ran the measurement; null without it.
+  returned: success
+  type: dict
+  contains:
+    service:
+      description: The unit.
+      type: str
+      returned: always
+    invocation_before:
+      description: C(InvocationID) of the unit before the first request (null when it could not be read).
+      type: str
+      returned: always
+    invocation_after:
+      description: C(InvocationID) of the unit after the last request.
+      type: str
+      returned: always
+    main_pid_before:
+      description: C(MainPID) before the first request.
+      type: int
+      returned: always
+    main_pid_after:
+      description: C(MainPID) after the last request.
+      type: int
+      returned: always
+    speculative:
+      description:
+        - Whether C(/metrics) showed the C(vllm:spec_decode_*) counters after the last request (null when no
+          vLLM metric was exposed or it could not be read).
+      type: bool
+      returned: always
 cause:
   description:
     - Why the module failed. C(hung) when the watchdog found that the server stopped answering (see
@@ -747,6 +788,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench import prompts as _bench_prompts
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.client import DEFAULT_URL, BenchError
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.runner import run_benchmark
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._vllm_health import http_get, parse_systemctl_show, speculation_from_metrics
 
 CHECK_MODE_MSG = "Check mode - the benchmark sends load to the server and is not run."
 
@@ -878,6 +920,7 @@ def main():
             stall_factor=dict(type="float", default=20.0),
             prompts_file=dict(type="path"),
             prompts_name=dict(type="str"),
+            service=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -896,6 +939,7 @@ def main():
 
     finished = []
     started_at = time.time()
+    unit_before = unit_state(module, params["service"])
     try:
         result = run_benchmark(
             url=params["url"],
@@ -933,9 +977,45 @@ def main():
         module.warn(warning)
     output = dict(result)
     output.pop("warnings")
+    if params["service"]:
+        unit_after = unit_state(module, params["service"])
+        output["unit"] = {
+            "service": params["service"],
+            "invocation_before": unit_before.get("invocation"),
+            "invocation_after": unit_after.get("invocation"),
+            "main_pid_before": unit_before.get("main_pid"),
+            "main_pid_after": unit_after.get("main_pid"),
+            "speculative": served_speculation(params["url"], params["api_key"]),
+        }
+    else:
+        output["unit"] = None
     output["started_at"] = round(started_at, 3)
     output["finished_at"] = round(time.time(), 3)
     module.exit_json(changed=result_file is not None, result_file=result_file, **output)
+
+
+def unit_state(module, service):
+    """InvocationID and MainPID of the unit; empty without a service or when systemctl cannot tell."""
+    if not service:
+        return {}
+    systemctl = module.get_bin_path("systemctl")
+    if not systemctl:
+        return {}
+    rc, out, _err = module.run_command([systemctl, "show", "-p", "InvocationID", "-p", "MainPID", "--", service])
+    if rc != 0:
+        return {}
+    props = parse_systemctl_show(out)
+    pid = props.get("MainPID") or ""
+    return {"invocation": props.get("InvocationID") or None, "main_pid": int(pid) if pid.isdigit() and int(pid) > 0 else None}
+
+
+def served_speculation(url, api_key):
+    """Whether the server's /metrics shows a loaded speculative config (None when it cannot tell)."""
+    try:
+        status, body = http_get(url, "/metrics", api_key=api_key, timeout=5.0)
+    except OSError:
+        return None
+    return speculation_from_metrics(body) if status == 200 else None
 
 
 if __name__ == "__main__":

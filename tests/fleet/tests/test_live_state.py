@@ -9,23 +9,28 @@ judged on the live server (its ``/metrics`` and its process), not on files:
 - the controller stopped right after the baseline arm was rendered (files baseline, server speculative): the
   trial restarts into the baseline before measuring, and no baseline block measured speculation;
 - two rollouts at once: the second finds the device "busy" and leaves it alone; the first is killed and a
-  plain re-run breaks the dead run's lock and converges.
+  plain re-run breaks the dead run's lock and converges;
+- a failure before the trial (an image tag that does not exist): that host fails with the registry's answer,
+  the others finish, the summary and the report are written, and a plain re-run converges.
 
 Run as root: ``make fleet-test``. The module fixture brings the fleet up and always tears it down.
 """
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
 
 import pytest
+import yaml
 from fleet_helpers import BIN, FLEET_DIR, REPO, RunningFleet, ansible_env, fleet_cmd, ops
 
 LIVE_FLEET = os.path.join(FLEET_DIR, "live.yml")
 PLAYBOOK = os.path.join(REPO, "playbooks", "enable_speculation.yml")
 HOSTS = ("l-orin-1", "l-orin-2")
+DOCKER = "l-nano-docker"
 STATE_DIR = "/var/lib/jetson_llm/speculative"
 STATE = STATE_DIR + "/state.json"
 LOCK = STATE_DIR + "/rollout.lock"
@@ -39,13 +44,13 @@ class Live(RunningFleet):
         self.inventory = inventory
         self.work = work
 
-    def _cmd(self, report, extra):
+    def _cmd(self, report, extra, inventory=None):
         settings = dict(SETTINGS, speculative_decoding_report_dir=os.path.join(self.work, report))
-        return [os.path.join(BIN, "ansible-playbook"), "-i", self.inventory, PLAYBOOK, "-e", json.dumps(settings), *extra]
+        return [os.path.join(BIN, "ansible-playbook"), "-i", inventory or self.inventory, PLAYBOOK, "-e", json.dumps(settings), *extra]
 
-    def playbook(self, report, *extra, timeout=1800):
+    def playbook(self, report, *extra, timeout=1800, inventory=None):
         env = ansible_env()
-        return subprocess.run(self._cmd(report, extra), capture_output=True, text=True, env=env, timeout=timeout, check=False)
+        return subprocess.run(self._cmd(report, extra, inventory), capture_output=True, text=True, env=env, timeout=timeout, check=False)
 
     def start(self, report, name):
         """A playbook in its own process group (so that it can be killed like an operator's Ctrl-C would not)."""
@@ -118,6 +123,7 @@ def kept(live):
     assert proc.returncode == 0, tail(proc.stdout + proc.stderr)
     report = host_report(live, "first")
     assert {h: report[h]["outcome"] for h in HOSTS} == {h: "keep" for h in HOSTS}, tail(proc.stdout)
+    assert report[DOCKER]["outcome"] == "skip", report[DOCKER]
     for h in HOSTS:
         assert live.speculating(h), h
         assert live.lock(h) is None, h  # given back at the end of the run
@@ -214,6 +220,43 @@ def test_two_rollouts_at_once_then_a_killed_one_and_a_plain_rerun(live, kept):
     assert live.speculating(host) == (record["decision"] == "keep")  # the live server is the record
     status, _body = live.http_get(host, "/health")
     assert status == 200
+
+
+def test_a_failure_before_the_trial_fails_that_host_not_the_run(live, kept):
+    with open(live.inventory) as f:
+        inventory = yaml.safe_load(f)
+    wrong = "vllm/vllm-openai:v0.0.0-no-such-tag"
+    found = False
+    for group in inventory.values():
+        for name, hostvars in ((group or {}).get("hosts") or {}).items():
+            if name == DOCKER:
+                hostvars["vllm_server_image"] = wrong
+                found = True
+    assert found, inventory
+    bad_inventory = os.path.join(live.work, "missing-image.yml")
+    with open(bad_inventory, "w") as f:
+        yaml.safe_dump(inventory, f)
+    pids = {h: live.main_pid(h) for h in HOSTS}
+
+    proc = live.playbook("missing", inventory=bad_inventory)
+    out = proc.stdout
+    assert proc.returncode != 0, tail(out)  # the run fails at its end, naming the failed host
+    report = host_report(live, "missing")  # the summary and the report were written
+    assert report[DOCKER]["outcome"] == "failed", report[DOCKER]
+    reason = report[DOCKER]["reason"]
+    assert reason.startswith("before the trial: host %s: could not read the vLLM version" % DOCKER), reason
+    assert wrong in reason and "pull the image on the device or fix vllm_server_image" in reason, reason
+    assert re.search(r"(?i)unable to find image|error|manifest|not found", reason.split("exited", 1)[-1]), reason  # the engine's answer
+    for h in HOSTS:  # the other hosts of the batch finished, untouched
+        assert report[h]["outcome"] in ("keep", "revert"), report[h]
+        assert live.main_pid(h) == pids[h], h
+    assert "rollout stopped" in out or "failed" in out.split("PLAY RECAP")[0][-3000:], tail(out)
+
+    rerun = live.playbook("fixed")
+    assert rerun.returncode == 0, tail(rerun.stdout + rerun.stderr)
+    report = host_report(live, "fixed")
+    assert report[DOCKER]["outcome"] in ("skip", "keep", "revert"), report[DOCKER]
+    assert live.http_get(DOCKER, "/health")[0] == 200
 
 
 def test_zz_fleet_down(live):

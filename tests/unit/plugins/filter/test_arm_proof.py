@@ -128,3 +128,25 @@ def test_choose_k_ignores_blocks_failing_the_arm_proof():
         for i in range(3)
     ]
     assert speculative_choose_k(poisoned)["k"] == 2
+
+
+def unit(before="inv-1", after="inv-1", speculative=False):
+    """The evidence vllm_benchmark returns with its service option."""
+    return {"service": "vllm.service", "invocation_before": before, "invocation_after": after, "main_pid_before": 7, "main_pid_after": 7,
+            "speculative": speculative}  # fmt: skip
+
+
+def test_the_benchmark_unit_evidence_proves_or_fails_the_arm():
+    served = dict(live(invocation="inv-1"), arm="baseline")
+    assert arm_proof("baseline", served, unit()) is None
+    assert "restarted during the block (inv-1 -> inv-2)" in arm_proof("baseline", served, unit(after="inv-2"))
+    # the benchmark began on another server than the one the arm started (it restarted between the two)
+    assert "is not the one started for the arm" in arm_proof("baseline", served, unit(before="inv-9", after="inv-9"))
+    assert arm_proof("baseline", served, unit(speculative=True)) == "speculation metrics present on the baseline arm"
+    # without invocation ids the main process ids are compared
+    assert arm_proof("baseline", served, unit(before=None, after=None)) == "the server measured (7) is not the one started for the arm (42)"
+    assert arm_proof("baseline", dict(served, main_pid=7), unit(before=None, after=None)) is None
+    no_evidence = {"invocation_before": None, "invocation_after": None, "speculative": False}
+    assert arm_proof("baseline", served, no_evidence) == "no server invocation evidence"
+    got = trial_blocks(runs(1, 8), segment=SEG_BASE, start=4, served=served, after=unit(after="inv-3"))
+    assert all(b["arm_proof"] and b["discard"] for b in got)

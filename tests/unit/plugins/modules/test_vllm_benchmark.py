@@ -205,3 +205,34 @@ def test_bad_prompts_file_fails_before_any_request(tmp_path):
     assert result["failed"] is True
     assert "line 1: not JSON" in result["msg"]
     assert "not ready" not in result["msg"]
+
+
+class _FakeModule:
+    def __init__(self, out, rc=0, systemctl="/usr/bin/systemctl"):
+        self.out, self.rc, self.systemctl, self.calls = out, rc, systemctl, []
+
+    def get_bin_path(self, name):
+        return self.systemctl if name == "systemctl" else None
+
+    def run_command(self, argv):
+        self.calls.append(argv)
+        return self.rc, self.out, ""
+
+
+def test_unit_state_reads_the_invocation_and_main_pid_of_the_service():
+    fake = _FakeModule("InvocationID=0f5b0c8e2d1d4e0f9b1b7b2f3a4c5d6e\nMainPID=4242\n")
+    assert mod.unit_state(fake, "vllm.service") == {"invocation": "0f5b0c8e2d1d4e0f9b1b7b2f3a4c5d6e", "main_pid": 4242}
+    assert fake.calls == [["/usr/bin/systemctl", "show", "-p", "InvocationID", "-p", "MainPID", "--", "vllm.service"]]
+    # a stopped unit: no invocation, MainPID=0
+    assert mod.unit_state(_FakeModule("InvocationID=\nMainPID=0\n"), "vllm.service") == {"invocation": None, "main_pid": None}
+    # no service, no systemctl, or systemctl failing: nothing known (the arm proof then fails, never passes)
+    assert mod.unit_state(fake, None) == {}
+    assert mod.unit_state(_FakeModule("", systemctl=None), "vllm.service") == {}
+    assert mod.unit_state(_FakeModule("", rc=1), "vllm.service") == {}
+
+
+def test_served_speculation_is_none_without_a_server():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert mod.served_speculation("http://127.0.0.1:%d" % port, None) is None
