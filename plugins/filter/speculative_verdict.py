@@ -42,7 +42,7 @@ options:
         for example one measured while the vLLM simulator ran late) does not enter the verdict, and
         RV(next_blocks) asks for it again. At most two blocks of a trial are discarded; later ones
         count, with a warning, so that a device that cannot be measured cleanly still ends its trial.
-        A block that failed its arm proof (C(arm_proof) set: it measured another server than its arm's)
+        A block that failed its arm proof (C(arm_proof) set, so it measured another server than its arm's)
         never counts, whatever their number; the role ends a trial whose server keeps failing the proof.
     type: list
     elements: dict

@@ -203,9 +203,9 @@ options:
     description:
       - systemd unit that runs the server (for example C(vllm.service)). When set, the module reads the unit's
         C(InvocationID) and C(MainPID) right before the first request and right after the last one, and
-        whether C(/metrics) shows the C(vllm:spec_decode_*) counters at the end (RV(unit)): the evidence that
-        the numbers belong to one server, not restarted in between, with or without speculation, at no extra
-        connection to the device.
+        whether C(/metrics) shows the C(vllm:spec_decode_*) counters at the end (RV(unit)). This is the evidence
+        that the numbers belong to one server, not restarted in between, with or without speculation, at no
+        extra connection to the device.
     type: str
     version_added: 0.1.0
 notes:
