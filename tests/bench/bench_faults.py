@@ -315,8 +315,16 @@ def row_hang(fleet, work, ctx):
     if wait_spec_benchmarking(fleet, FAULTED):
         pid = fleet.live(FAULTED)["main_pid"]
         fleet.ssh(FAULTED, "kill -STOP %d" % pid)
+        stopped = time.monotonic()
         ctx["detail"]["stopped_pid"] = pid
-        ctx["detail"]["stopped_at_s"] = round(time.monotonic() - r.started, 1)
+        ctx["detail"]["stopped_at_s"] = round(stopped - r.started, 1)
+        # how long until the run says so: the first line of its output that names the device and the hang
+        said = re.compile(r"%s.*stopped answering|stopped answering.*%s" % (FAULTED, FAULTED))
+        while r.running() and time.monotonic() - stopped < 600:
+            if said.search(r.output):
+                ctx["detail"]["reported_after_s"] = round(time.monotonic() - stopped, 1)
+                break
+            time.sleep(0.5)
     else:
         ctx["detail"]["trigger"] = "speculative arm never benchmarked"
     r.wait()
