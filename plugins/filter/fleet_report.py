@@ -68,7 +68,7 @@ _value:
       description:
         - One row per host, sorted by host, with C(host), C(family), C(variant), C(l4t), C(model), C(vllm_version),
           C(prompts) (which prompts the benchmark sent, C(shipped prompts) or the file name, count and SHA-256 prefix),
-          C(outcome), C(label), C(reason), C(reused), C(method), C(speculator), C(k), C(k_source),
+          C(outcome), C(label), C(cause) (C(code) and C(text) of the verdict, or null), C(reason), C(reused), C(method), C(speculator), C(k), C(k_source),
           C(gpu_memory_utilization) (baseline and speculative), C(high_concurrency), C(throughput) (C(c1) and C(c8),
           mean tokens/s of each arm), C(tpot_ms), C(gain_c1), C(tpot_reduction_c1), C(gain_c8) (each
           C(estimate), C(ci), C(confidence), C(status), C(threshold), C(rounds), or null), C(min_gain),

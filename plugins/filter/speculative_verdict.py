@@ -146,7 +146,14 @@ _value:
         - One of "keep (strong)", "keep (marginal)", "revert (no gain)", "revert (TPOT not reduced)",
           "revert (regression at c=8)", "revert (failed requests)", "revert (inconclusive)" or
           C(continue).
+        - Built from C(cause) for display; read C(cause) rather than parsing the label.
       type: str
+    cause:
+      description:
+        - Why the verdict is what it is, as data. C(code) is one of C(strong), C(marginal), C(no_gain),
+          C(tpot_not_reduced), C(regression), C(failed_requests), C(inconclusive) or C(continue); C(text) is
+          the words in the label's parentheses; C(concurrency) is set for C(regression).
+      type: dict
     reason:
       description: One sentence with the estimates and intervals that decided.
       type: str

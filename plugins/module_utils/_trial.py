@@ -198,7 +198,7 @@ def next_action(settings, observations):
         return {
             "action": "done",
             "outcome": result["decision"],
-            "cause": {"kind": "verdict", "detail": result["reason"], "label": result["label"]},
+            "cause": {"kind": "verdict", "code": result["cause"]["code"], "detail": result["reason"], "label": result["label"]},
             "verdict": result,
             "counters": counters,
         }

@@ -169,6 +169,15 @@ def _high(result):
     return _int(thresholds.get("high_concurrency")) or 8
 
 
+def _cause(result):
+    """Why the decision is what it is, as recorded (``{"code", "text"}``), or None for an outcome
+    without one (skip, failed, busy) and for records written before causes were recorded."""
+    cause = result.get("cause")
+    if not isinstance(cause, dict) or not _text(cause.get("code")):
+        return None
+    return {"code": _text(cause.get("code")), "text": _text(cause.get("text")) or _text(cause.get("code"))}
+
+
 def _strings(values):
     out = []
     for value in values or []:
@@ -226,6 +235,7 @@ def host_summary(result):
         "prompts": prompts_line(result.get("prompt_set")),
         "outcome": outcome,
         "label": _text(result.get("label")) or outcome,
+        "cause": _cause(result),
         "reason": _text(result.get("reason")),
         "reused": bool(result.get("reused")),
         "reconciled": _strings(result.get("reconciled")),

@@ -42,7 +42,6 @@ TEMPLATE = "fleet_report.html.j2"
 DASH = "\u2013"  # en dash: no value
 MINUS = "\u2212"
 NNBSP = "\u202f"  # narrow no-break space before a percent sign
-_LABEL = re.compile(r"^(keep|revert|skip)\s*\((.+)\)$")
 
 
 def _clean(value):
@@ -333,8 +332,8 @@ def _acceptance(s):
 
 
 def _verdict(s):
-    match = _LABEL.match(s["label"])
-    badge, detail = (match.group(1), match.group(2)) if match else (s["label"], "")
+    cause = s.get("cause")
+    badge, detail = (s["outcome"], cause["text"]) if cause else (s["label"], "")
     return {"cls": _cls(s["outcome"]), "badge": badge, "detail": detail, "reused": s["reused"], "reconciled": s["reconciled"]}
 
 

@@ -63,7 +63,8 @@ Verdict (thresholds are keyword arguments, defaults in ``DEFAULTS``)
 API
 ---
 ``verdict(blocks, **thresholds)`` -> dict
-    ``decision`` (keep | revert | continue), ``label``, ``reason``, ``gain_c1``,
+    ``decision`` (keep | revert | continue), ``label``, ``cause`` (``code`` from VERDICT_CAUSES,
+    ``text``, and ``concurrency`` for a regression), ``reason``, ``gain_c1``,
     ``tpot_reduction_c1``, ``gain_c8`` (each ``estimate``, ``ci`` [lo, hi], ``confidence`` of this
     look, ``nominal_confidence``, ``status`` against ``threshold``, ``df``, ``rounds``, ``look``,
     ``looks``, ``method``, ``ratio_of_means``, ``bootstrap``), ``requests_spent``, ``rounds``,
@@ -124,6 +125,27 @@ NOISY_CV = 0.10
 CONFOUNDED_VIF = 2.0
 # Warn when the arms generated mean lengths differing by more than this (vLLM issue #8531).
 OUTPUT_TOKENS_TOLERANCE = 0.02
+
+
+# Why a verdict is what it is, as data: the report and the records read ``cause`` (code, text and, for a
+# regression, the concurrency) and never parse the label back. The label is "<decision> (<text>)".
+VERDICT_CAUSES = {
+    "strong": "strong",
+    "marginal": "marginal",
+    "no_gain": "no gain",
+    "tpot_not_reduced": "TPOT not reduced",
+    "regression": "regression at c=%(concurrency)d",
+    "failed_requests": "failed requests",
+    "inconclusive": "inconclusive",
+    "continue": "continue",
+}
+
+
+def verdict_cause(code, **detail):
+    """The structured cause of a verdict: ``{"code", "text", ...detail}`` from VERDICT_CAUSES."""
+    cause = {"code": code, "text": VERDICT_CAUSES[code] % detail}
+    cause.update(detail)
+    return cause
 
 
 def _ci_text(entry):
@@ -384,25 +406,25 @@ def verdict(blocks, **thresholds):
     for c in levels:
         counts[c] = {arm: min(len([b for b in used if b["arm"] == arm and b["concurrency"] == c]), th["max_rounds"]) for arm in ARMS}
 
-    decision, label, reason = None, None, None
+    decision, cause, reason = None, None, None
     c1_settled = False
     if gain1["status"] == "above" and tpot1["status"] == "above":
         # both must agree with the cross-check before c=1 stops being measured
         c1_settled = _confirm(gain1, th, warnings) & _confirm(tpot1, th, warnings)
     if spec_failed > th["max_failed"]:
-        decision, label = "revert", "revert (failed requests)"
+        decision, cause = "revert", verdict_cause("failed_requests")
         reason = "the speculative arm failed %d request(s) (max_failed %d)" % (spec_failed, th["max_failed"])
     elif gain1["status"] == "below" and _confirm(gain1, th, warnings):
-        decision, label = "revert", "revert (no gain)"
+        decision, cause = "revert", verdict_cause("no_gain")
         reason = "throughput at c=1 %s lies entirely below the minimum gain %s" % (
             _ci_text(gain1),
             _pct(th["min_gain"]),
         )
     elif tpot1["status"] == "below" and _confirm(tpot1, th, warnings):
-        decision, label = "revert", "revert (TPOT not reduced)"
+        decision, cause = "revert", verdict_cause("tpot_not_reduced")
         reason = "median TPOT at c=1 is higher with speculation: %s" % _ci_text(tpot1)
     elif gain8["status"] == "below" and _confirm(gain8, th, warnings):
-        decision, label = "revert", "revert (regression at c=%d)" % high
+        decision, cause = "revert", verdict_cause("regression", concurrency=high)
         reason = "throughput at c=%d %s lies entirely below the tolerance %s" % (
             high,
             _ci_text(gain8),
@@ -411,7 +433,7 @@ def verdict(blocks, **thresholds):
     elif c1_settled and (gain8["status"] == "disabled" or (gain8["status"] == "above" and _confirm(gain8, th, warnings))):
         decision = "keep"
         strong = gain1["ci"][0] >= th["strong_gain"] and tpot1["ci"][0] >= th["strong_tpot_drop"]
-        label = "keep (strong)" if strong else "keep (marginal)"
+        cause = verdict_cause("strong" if strong else "marginal")
         reason = "throughput at c=1 %s is at least %s and median TPOT at c=1 is %s" % (
             _ci_text(gain1),
             _pct(th["min_gain"]),
@@ -453,7 +475,7 @@ def verdict(blocks, **thresholds):
         over = th["max_requests"] is not None and at_boundary and requests_spent + cost > th["max_requests"]
         budget_reached = exhausted or over
         if budget_reached:
-            decision, label = "revert", "revert (inconclusive)"
+            decision, cause = "revert", verdict_cause("inconclusive")
             open_text = []
             if 1 in open_levels:
                 if gain1["status"] != "above":
@@ -472,7 +494,7 @@ def verdict(blocks, **thresholds):
                 )
             )
         else:
-            decision, label = "continue", "continue"
+            decision, cause = "continue", verdict_cause("continue")
             reason = "not conclusive yet: measure %s" % ", ".join("%s at c=%d" % (a, c) for a, c in plan)
     if decision != "continue":
         plan = []
@@ -485,7 +507,8 @@ def verdict(blocks, **thresholds):
     public = dict(th)
     return {
         "decision": decision,
-        "label": label,
+        "label": cause["text"] if decision == "continue" else "%s (%s)" % (decision, cause["text"]),
+        "cause": cause,
         "reason": reason,
         "gain_c1": gain1,
         "tpot_reduction_c1": tpot1,

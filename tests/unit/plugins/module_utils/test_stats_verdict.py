@@ -505,3 +505,23 @@ def test_decision_is_monotone_in_the_speculative_gain_at_c1(rounds, g1, factor, 
     assert b["gain_c1"]["estimate"] >= a["gain_c1"]["estimate"] - 1e-12
     if a["label"] != "revert (inconclusive)":
         assert RANK[b["decision"]] >= RANK[a["decision"]]
+
+
+@pytest.mark.parametrize(
+    "blocks, code, text",
+    [
+        (lambda: measured(3, g1=0.6, q1=0.4, g8=0.1), "strong", "strong"),
+        (lambda: measured(3, g1=0.2, q1=0.15, g8=0.05, noise=0.005), "marginal", "marginal"),
+        (lambda: [], "continue", "continue"),
+    ],
+)
+def test_the_cause_is_data_and_the_label_is_made_from_it(blocks, code, text):
+    v = verdict(blocks())
+    assert v["cause"]["code"] == code and v["cause"]["text"] == text
+    assert v["label"] == (text if v["decision"] == "continue" else "%s (%s)" % (v["decision"], text))
+
+
+def test_a_regression_cause_carries_its_concurrency():
+    v = verdict(measured(3, g1=0.6, q1=0.4, g8=-0.4))
+    assert v["cause"] == {"code": "regression", "text": "regression at c=8", "concurrency": 8}
+    assert v["label"] == "revert (regression at c=8)"

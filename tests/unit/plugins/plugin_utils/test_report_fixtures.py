@@ -192,6 +192,7 @@ def result(host, family, variant, outcome="trial", g1=0.5, g8=0.3, k=3, start=T0
         outcome=outcome,
         decision=outcome,
         label=verdict["label"],
+        cause=verdict["cause"],
         reason=reason or verdict["reason"],
         reused=reused,
         method="eagle3",

@@ -355,3 +355,34 @@ def test_a_reconciled_host_is_marked_in_the_page():
     _doc, text = _page(results)
     assert "reconciled: speculation was loaded where the decision is revert &lt;b&gt;" in text
     parse(text)  # still a balanced page
+
+
+def _badge_and_detail(text, host):
+    root = parse(text)
+    tr = next(n for n in root.find_all("tr") if n.attrs.get("id") == "host-" + host)
+    cell = tr.find_all("td")[1]
+    small = cell.find_all("span", "small")
+    return cell.find_all("span", "badge")[0].all_text(), small[0].all_text() if small else ""
+
+
+def test_the_verdict_cell_reads_the_recorded_cause_not_the_label():
+    results = fleet()
+    # the cause is data: the label is not parsed (a label that disagrees shows the cause)
+    results[1] = dict(results[1], label="revert (something else)", cause={"code": "regression", "text": "regression at c=8", "concurrency": 8})
+    _doc, text = _page(results)
+    assert _badge_and_detail(text, "thor-01") == ("revert", "regression at c=8")
+    assert _badge_and_detail(text, "orin-01") == ("keep", "strong")
+
+
+def test_a_revert_by_verify_shows_its_own_cause():
+    results = fleet()
+    results[0] = dict(results[0], outcome="revert", decision="revert", label="revert (verify)", cause={"code": "verify", "text": "verify"})
+    _doc, text = _page(results)
+    assert _badge_and_detail(text, "orin-01") == ("revert", "verify")
+
+
+def test_a_record_without_a_cause_shows_its_label_whole():
+    results = fleet()
+    results[0] = {k: v for k, v in results[0].items() if k != "cause"}
+    _doc, text = _page(results)
+    assert _badge_and_detail(text, "orin-01") == ("keep (strong)", "")
