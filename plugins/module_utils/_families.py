@@ -204,6 +204,12 @@ def speculation(name, l4t_major):
     return True, ""
 
 
+def serve_defaults(name):
+    """The baseline serve settings of a family (a copy); unknown names and ``none`` get DEFAULT_SERVE."""
+    entry = TABLE.get(name)
+    return dict(entry["serve"] if entry else DEFAULT_SERVE)
+
+
 def quantization_suits(quantization, name):
     """Whether weights in ``quantization`` suit the family."""
     return quantization in TABLE.get(name, TABLE["unknown"])["quantizations"]

@@ -507,5 +507,6 @@ def detect(sources):
         "cuda_arch": _cuda_arch(family, facts["soc"]) if is_jetson else None,
         "speculation_supported": supported,
         "speculation_reason": reason,
+        "serve_defaults": _families.serve_defaults(family),
         "unknown_fields": unknown_fields,
     }

@@ -230,6 +230,15 @@ ansible_facts:
           type: str
           returned: always
           sample: ""
+        serve_defaults:
+          description:
+            - The family's baseline serve settings from the collection's family table, used by the vllm_server
+              role when the inventory sets none.
+            - Keys C(gpu_memory_utilization), C(max_model_len) and C(max_num_seqs); a conservative row for
+              families the collection does not plan for.
+          type: dict
+          returned: always
+          sample: {"gpu_memory_utilization": 0.7, "max_model_len": 8192, "max_num_seqs": 16}
         unknown_fields:
           description: Names of fields that came out unknown on a Jetson host (C(family), C(variant), C(soc),
             C(l4t), C(jetpack), C(memory), C(power_mode)).

@@ -2,6 +2,7 @@
 """The family table is the one definition: role defaults and docs agree with it; module_utils stay stdlib-only."""
 
 import ast
+import importlib.util
 import os
 import sys
 
@@ -15,40 +16,39 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..",
 OWN = "ansible_collections.jetson_llm.speculative.plugins.module_utils"
 
 
-def _version(value):
-    return ".".join(str(part) for part in value) if value else "-"
-
-
-def _docs_row(name, entry):
-    serve = entry["serve"]
-    return "| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-        name,
-        entry["generation"] or "-",
-        entry["soc"] or "-",
-        ", ".join(entry["variants"]) or "-",
-        entry["policy"],
-        "R%d" % entry["min_l4t"] if entry["min_l4t"] else "-",
-        _version(entry["min_vllm"]),
-        entry["num_speculative_tokens"] or "-",
-        ", ".join(entry["quantizations"]),
-        serve["gpu_memory_utilization"],
-        serve["max_model_len"],
-        serve["max_num_seqs"],
-    )
+def _families_doc():
+    spec = importlib.util.spec_from_file_location("families_doc", os.path.join(ROOT, "tools", "families_doc.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_docs_show_the_table():
     with open(os.path.join(ROOT, "docs", "families.md")) as handle:
         rows = [line for line in handle.read().splitlines() if line.startswith("| `")]
-    assert rows == [_docs_row(name, entry) for name, entry in _families.TABLE.items()]
+    assert rows == _families_doc().rows(_families.TABLE)
+    assert len(rows) == len(_families.TABLE)
 
 
-def test_role_baseline_defaults_are_the_tables():
+def test_the_docs_check_fails_on_a_stale_page(tmp_path):
+    doc = tmp_path / "families.md"
+    with open(os.path.join(ROOT, "docs", "families.md")) as handle:
+        doc.write_text(handle.read().replace("| `thor` | thor |", "| `thor` | orin |"))
+    tool = _families_doc()
+    assert tool.main(["--check", "--doc", str(doc)]) == 1
+    assert tool.main(["--doc", str(doc)]) == 0
+    assert tool.main(["--check", "--doc", str(doc)]) == 0
+
+
+def test_the_role_reads_its_baseline_from_the_facts_not_from_a_copy():
     with open(os.path.join(ROOT, "roles", "vllm_server", "vars", "main.yml")) as handle:
-        defaults = yaml.safe_load(handle)["__vllm_server_family_defaults"]
-    planned = dict((name, entry["serve"]) for name, entry in _families.TABLE.items() if entry["policy"] != "never")
-    assert dict((k, v) for k, v in defaults.items() if k != "default") == planned
-    assert defaults["default"] == _families.DEFAULT_SERVE
+        role_vars = yaml.safe_load(handle)
+    assert not [k for k in role_vars if "family" in k], "a per-family table in the role's vars duplicates _families.TABLE"
+    for name, entry in _families.TABLE.items():
+        assert _families.serve_defaults(name) == entry["serve"]
+    assert _families.serve_defaults("no-such-family") == _families.DEFAULT_SERVE
+    with open(os.path.join(ROOT, "roles", "vllm_server", "tasks", "facts.yml")) as handle:
+        assert "ansible_facts.jetson.serve_defaults" in handle.read()
 
 
 def test_detection_and_planner_read_the_table():

@@ -6,6 +6,7 @@ import os
 
 import pytest
 import yaml
+from ansible_collections.jetson_llm.speculative.plugins.module_utils import _families
 from ansible_collections.jetson_llm.speculative.plugins.module_utils import _jetson as jetson
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -664,6 +665,7 @@ def test_full_facts_agx_orin():
         "cuda_arch": "8.7",
         "speculation_supported": True,
         "speculation_reason": "",
+        "serve_defaults": {"gpu_memory_utilization": 0.70, "max_model_len": 8192, "max_num_seqs": 16},
         "unknown_fields": [],
     }
 
@@ -816,8 +818,11 @@ def assert_valid(facts):
         "cuda_arch",
         "speculation_supported",
         "speculation_reason",
+        "serve_defaults",
         "unknown_fields",
     }
+    assert facts["serve_defaults"] == _families.serve_defaults(facts["family"])
+    assert set(facts["serve_defaults"]) == {"gpu_memory_utilization", "max_model_len", "max_num_seqs"}
     assert facts["family"] in jetson.FAMILIES
     assert facts["variant"] in jetson.VARIANTS[facts["family"]]
     assert facts["variant_source"] in jetson.VARIANT_SOURCES
