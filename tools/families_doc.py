@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Write the table of docs/families.md from the family table (plugins/module_utils/_families.py).
 

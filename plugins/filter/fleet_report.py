@@ -82,7 +82,7 @@ _value:
       type: list
       elements: str
     timing:
-      description: As the P(jetson_llm.speculative.fleet_timing#filter) filter returns it.
+      description: Where the run's time went, per phase and host, with a C(text) for the console.
       type: dict
     hosts:
       description: The raw per-host results, sorted by host.

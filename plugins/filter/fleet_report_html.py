@@ -29,7 +29,7 @@ options:
     type: dict
     required: true
   index:
-    description: The index of runs (as P(jetson_llm.speculative.fleet_report_index#filter) returns it, or the text of C(index.json)) for the history section.
+    description: The index of runs (the content of C(index.json) in the report directory, parsed or as text) for the history section.
     type: raw
   location:
     description:

@@ -38,7 +38,7 @@ options:
         1) and C(failed); C(samples.output_tokens) is used to warn when the arms generated
         different lengths. An empty list asks for the first round.
       - A block with a non-empty C(discard) (the reason, set by
-        P(jetson_llm.speculative.trial_blocks#filter) for a block whose measurement cannot be trusted,
+        the role's benchmark step for a block whose measurement cannot be trusted,
         for example one measured while the vLLM simulator ran late) does not enter the verdict, and
         RV(next_blocks) asks for it again. At most two blocks of a trial are discarded; later ones
         count, with a warning, so that a device that cannot be measured cleanly still ends its trial.

@@ -172,10 +172,11 @@ class Fleet:
 class Run:
     """One ansible-playbook run in its own process group, output to a file, bounded by a timeout."""
 
-    def __init__(self, work, label, playbook, extra=None, prefix=(), env_extra=None):
+    def __init__(self, work, label, playbook, extra=None, prefix=(), env_extra=None, report=None):
         self.label = label
         self.log_path = os.path.join(work, "%s.log" % label)
-        self.report_dir = os.path.join(work, "report-%s" % label)
+        # runs that a user would make one after another share a report directory (report=...)
+        self.report_dir = os.path.join(work, "report-%s" % (report or label))
         env = dict(os.environ)
         env.setdefault("HOME", os.path.join(REPO, ".cache", "home"))
         env.setdefault("ANSIBLE_COLLECTIONS_PATH", os.path.join(REPO, ".cache", "collections"))
@@ -503,8 +504,10 @@ def run_row(name, work_root):
         # the fault cleared, then plain re-runs (the link is already up again)
         if "clear" in ctx:
             ctx["clear"]()
-        rerun1 = run(work, "rerun-1", timeout=RUN_TIMEOUT)
-        rerun2 = run(work, "rerun-2", timeout=RUN_TIMEOUT)
+        # as a user re-runs: the same report directory, so that the second run's fetch of an unchanged
+        # record changes nothing on the controller either
+        rerun1 = run(work, "rerun-1", timeout=RUN_TIMEOUT, report="rerun")
+        rerun2 = run(work, "rerun-2", timeout=RUN_TIMEOUT, report="rerun")
         devices = set(spec["hosts"])
         changed = {h: c["changed"] for h, c in rerun2.recap().items() if h in devices and c["changed"]}
         result["rerun_converged"] = rerun1.rc == 0 and rerun2.rc == 0 and not changed

@@ -1,9 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Arm proof of the role's benchmark blocks (trial_blocks with served/after) and how the verdict treats them."""
+"""Arm proof of the role's benchmark blocks (trial_internal's blocks with served/after) and how the verdict treats them."""
 
-from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_choose_k import speculative_choose_k
 from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_verdict import MAX_DISCARDED, speculative_verdict_filter
-from ansible_collections.jetson_llm.speculative.plugins.filter.trial_blocks import arm_proof, trial_blocks
+from ansible_collections.jetson_llm.speculative.plugins.filter.trial_internal import trial_internal
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rollout_steps import arm_proof
+
+
+def trial_blocks(runs, **kwargs):
+    return trial_internal(runs, "blocks", **kwargs)
+
+
+def speculative_choose_k(blocks, **kwargs):
+    return trial_internal(blocks, "choose_k", **kwargs)
 
 
 def live(invocation="inv-1", speculative=False, config_current=True, differences=()):

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The fleet report filters (fleet_table, fleet_timing, fleet_report, fleet_report_index, fleet_report_html):
+"""The fleet report filters (fleet_table, fleet_report, fleet_report_html, and report_internal's timing and index):
 direct calls against the plugin_utils functions, input checks, and Jinja through Ansible's Templar."""
 
 import json
@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 from ansible.errors import AnsibleError, AnsibleFilterError
-from ansible_collections.jetson_llm.speculative.plugins.filter import fleet_report, fleet_report_html, fleet_report_index, fleet_table, fleet_timing
+from ansible_collections.jetson_llm.speculative.plugins.filter import fleet_report, fleet_report_html, fleet_table, report_internal
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _report, _report_html
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -20,13 +20,12 @@ from test_report_html import gain_chart, parse  # noqa: E402
 
 def test_filters_are_registered_under_their_names():
     assert fleet_table.FilterModule().filters() == {"fleet_table": fleet_table.fleet_table}
-    assert fleet_timing.FilterModule().filters() == {"fleet_timing": fleet_timing.fleet_timing}
     assert fleet_report.FilterModule().filters() == {"fleet_report": fleet_report.fleet_report}
     assert fleet_report_html.FilterModule().filters() == {"fleet_report_html": fleet_report_html.fleet_report_html}
-    assert fleet_report_index.FilterModule().filters() == {"fleet_report_index": fleet_report_index.fleet_report_index}
+    assert report_internal.FilterModule().filters() == {"report_internal": report_internal.report_internal}
 
 
-@pytest.mark.parametrize("plugin", [fleet_table, fleet_timing, fleet_report, fleet_report_html, fleet_report_index])
+@pytest.mark.parametrize("plugin", [fleet_table, fleet_report, fleet_report_html, report_internal])
 def test_documentation_parses_and_names_the_filter(plugin):
     doc = yaml.safe_load(plugin.DOCUMENTATION)
     name = plugin.__name__.rsplit(".", 1)[1]
@@ -63,14 +62,16 @@ def test_fleet_table_rejects_bad_input(args, kwargs, message):
 
 def test_fleet_timing_direct_and_errors():
     results = fleet()
-    t = fleet_timing.fleet_timing(results, started=T0)
+    t = report_internal.report_internal(results, "timing", started=T0)
     assert t["waiting_seconds"] == _report.timing(results, started=T0, now=T0)["waiting_seconds"]
     assert t["wall_s"] > 0  # measured up to now
-    assert fleet_timing.fleet_timing([], started=None)["wall_s"] is None
-    with pytest.raises(AnsibleFilterError, match="fleet_timing: the input must be a list"):
-        fleet_timing.fleet_timing({"hosts": []})
-    with pytest.raises(AnsibleFilterError, match="fleet_timing: could not convert"):
-        fleet_timing.fleet_timing([], started="yesterday")
+    assert report_internal.report_internal([], "timing", started=None)["wall_s"] is None
+    with pytest.raises(AnsibleFilterError, match=r"report_internal\(timing\): the input must be a list"):
+        report_internal.report_internal({"hosts": []}, "timing")
+    with pytest.raises(AnsibleFilterError, match=r"report_internal\(timing\): could not convert"):
+        report_internal.report_internal([], "timing", started="yesterday")
+    with pytest.raises(AnsibleFilterError, match="unknown operation 'bogus'; known: index, timing"):
+        report_internal.report_internal([], "bogus")
 
 
 def test_fleet_report_direct():
@@ -97,15 +98,15 @@ def test_fleet_report_rejects_bad_input(args, kwargs, message):
         fleet_report.fleet_report(*args, **kwargs)
 
 
-def test_fleet_report_index_direct_and_errors():
+def test_report_index_direct_and_errors():
     doc = _report.report(fleet(), started=T0, now=T0 + 10)
-    index = fleet_report_index.fleet_report_index("", doc)
+    index = report_internal.report_internal("", "index", report=doc)
     assert index == {"schema": 1, "runs": [_report.index_entry(doc)]}
     later = _report.report(fleet()[:2], started=T0 + 60, now=T0 + 70)
-    index = fleet_report_index.fleet_report_index(json.dumps(index), later)
+    index = report_internal.report_internal(json.dumps(index), "index", report=later)
     assert [e["hosts"] for e in index["runs"]] == [6, 2]
-    with pytest.raises(AnsibleFilterError, match="fleet_report_index: report must be a run document"):
-        fleet_report_index.fleet_report_index("", {"hosts": []})
+    with pytest.raises(AnsibleFilterError, match=r"report_internal\(index\): report must be a run document"):
+        report_internal.report_internal("", "index", report={"hosts": []})
 
 
 def test_fleet_report_html_direct_and_errors():
@@ -128,7 +129,7 @@ def test_jinja_chain_through_templar(render):
     )
     assert doc["run"]["id"] == "20261202T132640Z" and doc["counts"]["missing"] == 1
     variables["doc"] = doc
-    index = render("{{ previous | jetson_llm.speculative.fleet_report_index(doc) }}", variables)
+    index = render("{{ previous | jetson_llm.speculative.report_internal('index', report=doc) }}", variables)
     assert [e["id"] for e in index["runs"]] == ["20261202T132640Z"]
     variables["index"] = index
     page = render("{{ doc | jetson_llm.speculative.fleet_report_html(index=index, location='latest') }}", variables)
@@ -136,7 +137,7 @@ def test_jinja_chain_through_templar(render):
     assert len(gain_chart(root).find_all("g", "host")) == 6
     lines = render("{{ results | jetson_llm.speculative.fleet_table(missing=['gone'], width=120) }}", variables)
     assert lines == _report.table(fleet(), missing=["gone"], width=120)
-    text = render("{{ (results | jetson_llm.speculative.fleet_timing(started=started)).text }}", variables)
+    text = render("{{ (results | jetson_llm.speculative.report_internal('timing', started=started)).text }}", variables)
     assert text.startswith("wall time ")
 
 

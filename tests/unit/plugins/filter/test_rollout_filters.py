@@ -1,19 +1,32 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Filters used by the rollout roles: overrides, ladder, smaller speculators, model info, argv, trial blocks, k sweep."""
+"""Filters used by the rollout roles: model info, argv, and trial_internal's ladder, blocks, k sweep and choice of k."""
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.jetson_llm.speculative.plugins.filter.model_info import model_info
-from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_choose_k import speculative_choose_k
-from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_k_sweep import speculative_k_sweep
-from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_ladder import speculative_ladder
-from ansible_collections.jetson_llm.speculative.plugins.filter.trial_blocks import trial_blocks
+from ansible_collections.jetson_llm.speculative.plugins.filter.trial_internal import FilterModule, trial_internal
 from ansible_collections.jetson_llm.speculative.plugins.filter.vllm_serve_argv import vllm_serve_argv
 from ansible_collections.jetson_llm.speculative.plugins.module_utils import _jetson
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning import planner
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 QWEN = "Qwen/Qwen3-8B"
+
+
+def speculative_ladder(value, **kwargs):
+    return trial_internal(value, "ladder", **kwargs)
+
+
+def trial_blocks(value, **kwargs):
+    return trial_internal(value, "blocks", **kwargs)
+
+
+def speculative_k_sweep(value, **kwargs):
+    return trial_internal(value, "k_sweep", **kwargs)
+
+
+def speculative_choose_k(value, **kwargs):
+    return trial_internal(value, "choose_k", **kwargs)
 
 
 def facts(total_gib=61.3, avail_gib=50.0):
@@ -102,5 +115,17 @@ def test_choose_k_prefers_the_faster_value():
             i += 1
     got = speculative_choose_k(blocks)
     assert got["k"] == 4
-    with pytest.raises(AnsibleFilterError, match="speculative_choose_k"):
+    with pytest.raises(AnsibleFilterError, match=r"trial_internal\(choose_k\)"):
         speculative_choose_k([{"arm": "bogus"}])
+
+
+def test_trial_internal_is_one_filter_with_named_operations(render):
+    assert list(FilterModule().filters()) == ["trial_internal"]
+    with pytest.raises(AnsibleFilterError, match="unknown operation 'verdict'; known: blocks, choose_k, k_sweep, ladder"):
+        trial_internal([], "verdict")
+    with pytest.raises(AnsibleFilterError, match=r"trial_internal\(blocks\): .*unexpected keyword argument 'bogus'"):
+        trial_internal([], "blocks", segment=[], start=0, bogus=1)
+    runs = [{"concurrency": 1, "output_throughput": 10.0}]
+    seg = [{"arm": "baseline", "concurrency": 1}]
+    got = render("{{ runs | jetson_llm.speculative.trial_internal('blocks', segment=seg, start=3) }}", {"runs": runs, "seg": seg})
+    assert [(b["arm"], b["index"]) for b in got] == [("baseline", 3)]
