@@ -296,7 +296,9 @@ unit:
 cause:
   description:
     - Why the module failed. C(hung) when the watchdog found that the server stopped answering (see
-      O(stall_timeout)), a failure to treat as a crash of the server. C(error) for every other failure.
+      O(stall_timeout)), a failure to treat as a crash of the server. C(died) when, with O(service), the
+      unit's main process at the end is not the one the benchmark started on (the message starts with
+      C(vLLM died during the benchmark)). C(error) for every other failure.
   returned: failure
   type: str
   sample: hung
@@ -965,7 +967,11 @@ def main():
             prompt_set=prompt_set,
         )
     except BenchError as exc:
-        module.fail_json(msg=to_native(exc), runs=finished, cause=getattr(exc, "cause", "error"))
+        cause, msg = getattr(exc, "cause", "error"), to_native(exc)
+        died = died_during(unit_before, unit_state(module, params["service"])) if params["service"] else None
+        if died and cause != "hung":
+            cause, msg = "died", "%s: %s" % (died, msg)
+        module.fail_json(msg=msg, runs=finished, cause=cause)
 
     result_file = None
     if params["result_dir"]:
@@ -1007,6 +1013,17 @@ def unit_state(module, service):
     props = parse_systemctl_show(out)
     pid = props.get("MainPID") or ""
     return {"invocation": props.get("InvocationID") or None, "main_pid": int(pid) if pid.isdigit() and int(pid) > 0 else None}
+
+
+def died_during(before, after):
+    """Why the server is not the one the benchmark started on, or None: its main process is gone (the unit
+    has none now, or systemd started another one)."""
+    pid = before.get("main_pid")
+    if not pid or after.get("main_pid") == pid:
+        return None
+    if after.get("main_pid"):
+        return "vLLM died during the benchmark (main process %d is gone; systemd started it again as %d)" % (pid, after["main_pid"])
+    return "vLLM died during the benchmark (main process %d is gone and the unit has no main process)" % pid
 
 
 def served_speculation(url, api_key):

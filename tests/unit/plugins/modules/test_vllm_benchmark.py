@@ -236,3 +236,14 @@ def test_served_speculation_is_none_without_a_server():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     assert mod.served_speculation("http://127.0.0.1:%d" % port, None) is None
+
+
+def test_a_server_whose_main_process_changed_died_during_the_benchmark():
+    assert mod.died_during({"main_pid": 42}, {"main_pid": 42}) is None
+    assert mod.died_during({}, {"main_pid": 42}) is None  # nothing to compare with
+    assert mod.died_during({"main_pid": 42}, {"main_pid": 77}) == (
+        "vLLM died during the benchmark (main process 42 is gone; systemd started it again as 77)"
+    )
+    assert mod.died_during({"main_pid": 42}, {"main_pid": None}) == (
+        "vLLM died during the benchmark (main process 42 is gone and the unit has no main process)"
+    )
