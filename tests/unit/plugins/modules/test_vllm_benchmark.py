@@ -241,9 +241,7 @@ def test_served_speculation_is_none_without_a_server():
 def test_a_server_whose_main_process_changed_died_during_the_benchmark():
     assert mod.died_during({"main_pid": 42}, {"main_pid": 42}) is None
     assert mod.died_during({}, {"main_pid": 42}) is None  # nothing to compare with
-    assert mod.died_during({"main_pid": 42}, {"main_pid": 77}) == (
-        "vLLM died during the benchmark (main process 42 is gone; systemd started it again as 77)"
-    )
+    assert mod.died_during({"main_pid": 42}, {"main_pid": 77}) == ("vLLM died during the benchmark (main process 42 is gone; systemd started it again as 77)")
     assert mod.died_during({"main_pid": 42}, {"main_pid": None}) == (
         "vLLM died during the benchmark (main process 42 is gone and the unit has no main process)"
     )
