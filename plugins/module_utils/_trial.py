@@ -34,7 +34,9 @@ speculative one, the server's invocation did not change during the block and is 
 block failing the proof is discarded (never enters the verdict), counted, and the arm is applied
 again; after ``max_discards`` discards the trial ends with a revert (cause ``arm_proof``).
 
-The verdict (``_stats.sequential.verdict``) is evaluated after each measured segment, the cadence of the role;
+The verdict (``_stats.predicted.decide``: the sequential verdict, the prediction from acceptance with
+the group's calibration (setting ``calibration``), or a canary's calibration (setting ``canary``)) is
+evaluated after each measured segment, the cadence of the role;
 its ``next_blocks`` give the arm order (mirrored rounds: one restart per round, linear drift cancels).
 """
 
@@ -43,7 +45,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import DEFAULTS, SPECULATIVE
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.sequential import verdict
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.predicted import decide
 
 TRIAL_DEFAULTS = {
     "warmups": 2,
@@ -51,9 +53,13 @@ TRIAL_DEFAULTS = {
     "ladder_rungs": 0,
     "require_proof": True,
     "seed": 0,
+    # the group's calibration (a device predicted from acceptance), or this device calibrates it (canary)
+    "calibration": None,
+    "canary": False,
+    "prediction": None,
 }
 
-METRICS = ("output_throughput", "median_tpot_ms", "completed", "failed")
+METRICS = ("output_throughput", "median_tpot_ms", "completed", "failed", "spec_decode_num_drafts", "spec_decode_accepted_tokens")
 
 
 class TrialError(ValueError):
@@ -193,7 +199,7 @@ def next_action(settings, observations):
             "verdict": None,
             "counters": counters,
         }
-    result = verdict(state["blocks"], **state["thresholds"])
+    result = decide(state["blocks"], calibration=trial["calibration"], canary=trial["canary"], prediction=trial["prediction"], **state["thresholds"])
     if result["decision"] != "continue":
         return {
             "action": "done",
@@ -224,7 +230,8 @@ def next_action(settings, observations):
                 "index": len(state["blocks"]) + len(segment),
                 "seed": int(trial["seed"]) * 1000003 + c * 1009 + pair,
                 "prompt_offset": pair * n,
-                "warmups": int(trial["warmups"]),
+                # a server warms up once per measurement and level, not before every block
+                "warmups": int(trial["warmups"]) if planned[c] == 1 else 0,
             }
         )
     return {"action": "measure", "arm": arm, "blocks": segment, "verdict": result, "counters": counters}
