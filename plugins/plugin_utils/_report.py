@@ -239,6 +239,8 @@ def host_summary(result):
         "reason": _text(result.get("reason")),
         "reused": bool(result.get("reused")),
         "reconciled": _strings(result.get("reconciled")),
+        # the out-of-memory ladder: each speculative configuration that did not start, and why
+        "ladder": _strings(result.get("ladder")),
         "method": _text(method) or None,
         "speculator": (_text(result.get("speculator")) or None) if method else None,
         "k": _int(result.get("num_speculative_tokens")) if method else None,
@@ -466,6 +468,17 @@ def table(results, missing=None, width=None, reason_lines=3):
             lines.extend(
                 textwrap.wrap(
                     "reconciled: " + "; ".join(s["reconciled"]), width=wrap, initial_indent=indent, subsequent_indent=indent, max_lines=2, placeholder=" ..."
+                )
+            )
+        if s["ladder"]:
+            lines.extend(
+                textwrap.wrap(
+                    "did not start (stepped down): " + "; ".join(s["ladder"]),
+                    width=wrap,
+                    initial_indent=indent,
+                    subsequent_indent=indent,
+                    max_lines=2,
+                    placeholder=" ...",
                 )
             )
         for warning in s["warnings"] + s["benchmark_warnings"]:

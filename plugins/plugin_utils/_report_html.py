@@ -334,7 +334,7 @@ def _acceptance(s):
 def _verdict(s):
     cause = s.get("cause")
     badge, detail = (s["outcome"], cause["text"]) if cause else (s["label"], "")
-    return {"cls": _cls(s["outcome"]), "badge": badge, "detail": detail, "reused": s["reused"], "reconciled": s["reconciled"]}
+    return {"cls": _cls(s["outcome"]), "badge": badge, "detail": detail, "reused": s["reused"], "reconciled": s["reconciled"], "ladder": s.get("ladder") or []}
 
 
 def _method(s):

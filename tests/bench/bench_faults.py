@@ -241,6 +241,9 @@ def message_for(run_, host):
                 for h in json.load(f).get("hosts", []):
                     if h.get("host") == host:
                         parts.append("report: %s: %s (%s)" % (host, h.get("outcome"), h.get("reason") or h.get("label")))
+                        if h.get("ladder"):
+                            # what the console table prints under the host: the configurations that did not start
+                            parts.append("did not start (stepped down): %s" % "; ".join(str(x) for x in h["ladder"]))
         except ValueError:
             parts.append("report unreadable")
     out = run_.output

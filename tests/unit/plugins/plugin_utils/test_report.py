@@ -274,3 +274,14 @@ def test_a_reconciled_host_says_what_differed_in_the_summary_and_table(hosts):
     assert "(decided earlier) (reconciled)" in lines[1]
     assert any(line.strip().startswith("reconciled: speculation was loaded where the decision is revert;") for line in lines)
     assert r.host_summary(hosts["orin-03"])["reconciled"] == []
+
+
+def test_a_host_whose_speculative_configuration_ran_out_of_memory_says_so_under_its_row(hosts):
+    raw = copy.deepcopy(hosts["orin-03"])
+    raw["ladder"] = ["yuhuili/EAGLE3-LLaMA3.1-Instruct-8B at 0.45: oom_free_memory (Free memory on device ... is less than desired)"]
+    s = r.host_summary(raw)
+    assert s["ladder"] == raw["ladder"]
+    lines = r.table([raw])
+    assert any(line.strip().startswith("did not start (stepped down): yuhuili/EAGLE3-LLaMA3.1-Instruct-8B at 0.45: oom_free_memory") for line in lines)
+    assert r.host_summary(hosts["orin-03"])["ladder"] == []
+    assert not any("did not start" in line for line in r.table([hosts["orin-03"]]))

@@ -357,6 +357,16 @@ def test_a_reconciled_host_is_marked_in_the_page():
     parse(text)  # still a balanced page
 
 
+def test_a_host_that_stepped_down_the_memory_ladder_says_so_in_the_page():
+    results = fleet()
+    results[0] = dict(results[0], ladder=["head at 0.45: oom_free_memory (<free memory> too low)"])
+    _doc, text = _page(results)
+    assert "did not start (stepped down): head at 0.45: oom_free_memory (&lt;free memory&gt; too low)" in text
+    parse(text)
+    _doc, plain = _page(fleet())
+    assert "did not start" not in plain
+
+
 def _badge_and_detail(text, host):
     root = parse(text)
     tr = next(n for n in root.find_all("tr") if n.attrs.get("id") == "host-" + host)
