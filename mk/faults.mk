@@ -10,3 +10,9 @@ FAULTS ?=
 .PHONY: bench-faults
 bench-faults: collections  ## fault matrix on the simulated fleet (FAULTS="crash hang" for a subset)
 	$(BIN)/python tests/bench/bench_faults.py $(FAULTS)
+
+# Controller time of a rollout on the 20-host tests/fleet/bench.yml per connection setting (ssh defaults,
+# pipelining + ControlPersist, Mitogen): tests/bench/bench_controller.py, figures in docs/devel/fleet.md.
+.PHONY: bench-controller
+bench-controller: collections  ## controller time on 20 hosts: ssh defaults vs tuned ssh vs Mitogen
+	$(BIN)/python tests/bench/bench_controller.py

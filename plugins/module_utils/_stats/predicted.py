@@ -45,9 +45,10 @@ from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.sequ
 
 # How a device is measured against its group's calibration, and how a canary calibrates.
 PREDICTION_DEFAULTS = {
-    # speculative blocks at c=1 before the first look, per further look, and the most a device measures
-    "min_spec_blocks": 2,
-    "spec_blocks_step": 3,
+    # speculative blocks that measure acceptance (at the high concurrency) before the first look, per
+    # further look, and the most a device measures
+    "min_spec_blocks": 4,
+    "spec_blocks_step": 4,
     "max_spec_blocks": 8,
     # a device whose own throughput ratio lies further than this many standard deviations from the
     # prediction is decided from its own measurements (the full verdict)
@@ -58,7 +59,7 @@ PREDICTION_DEFAULTS = {
     "min_se_c1": 0.008,
     "min_se_c8": 0.015,
     "min_pairs": 6,
-    "max_pairs": 240,
+    "max_pairs": 320,
     "max_pairs_c8": 32,
     # c=1 blocks per arm visit of the calibration (one restart per visit), c=8 blocks with them, and
     # c=8 blocks per visit once c=1 is calibrated
@@ -94,7 +95,17 @@ def _tagged(blocks):
     kept = [n for n, b in zip(norm, blocks) if not (isinstance(b, dict) and b.get("discard"))]
     for n, b in zip(kept, raw):
         n["tau"] = acceptance_length(b) if n["arm"] == SPECULATIVE else None
+        n["drafts"] = float(b["spec_decode_num_drafts"]) if n["tau"] is not None else 0.0
     return kept
+
+
+def _weighted_log_mean(pairs):
+    """Mean of log values weighted by their drafts, and its variance (ratio estimator, between blocks)."""
+    total = math.fsum(w for _x, w in pairs)
+    mean = math.fsum(x * w for x, w in pairs) / total
+    n = len(pairs)
+    var = n / (n - 1.0) * math.fsum((w * (x - mean)) ** 2 for x, w in pairs) / (total * total)
+    return mean, max(var, 1e-10)
 
 
 def _ols(rows):
@@ -343,26 +354,27 @@ def predicted_verdict(blocks, calibration, prediction=None, **thresholds):
     if spec_all and any(b["tau"] is None for b in spec_all):
         raise StatsError("a speculative block has no spec_decode_num_drafts / spec_decode_accepted_tokens counters")
 
-    level, look, looks = _look_level(th["confidence"], len(spec1), st)
+    # acceptance is measured where tokens are cheapest: in waves at the high concurrency (it does not
+    # depend on the batch: the target verifies the same drafts), at c=1 when that level is off
+    tau_level = high if high else 1
+    tau_blocks = [b for b in spec_all if b["concurrency"] == tau_level]
+    level, look, looks = _look_level(th["confidence"], len(tau_blocks), st)
     floor1 = math.log(1.0 + th["min_gain"])
     floor8 = math.log(1.0 - th["c8_tolerance"])
     est = {"gain_c1": None, "tpot_reduction_c1": None, "gain_c8": None}
     status1 = status8 = "insufficient"
     guard = None
     tau = None
-    if len(spec_all) >= 2:
-        logs = [math.log(b["tau"]) for b in spec_all]
-        m = _mean(logs)
-        sd = math.sqrt(math.fsum((x - m) ** 2 for x in logs) / (len(logs) - 1))
-        var_tau = max(sd * sd, 1e-10) / len(logs)
-        tau = {"mean": math.exp(m), "se_log": math.sqrt(var_tau), "blocks": len(logs)}
+    if len(spec_all) >= 2 and spec1:
+        m, var_tau = _weighted_log_mean([(math.log(b["tau"]), float(b["drafts"])) for b in spec_all])
+        tau = {"mean": math.exp(m), "se_log": math.sqrt(var_tau), "blocks": len(spec_all), "drafts": sum(b["drafts"] for b in spec_all)}
         for key, c, floor, entry_key in (("c1", 1, floor1, "gain_c1"), ("c8", high, floor8, "gain_c8")):
             lc = cal.get(key)
             if c is None or lc is None:
                 continue
             g = m - lc["log_r"]
             var = var_tau + lc["se"] ** 2
-            df = _welch_df([(var_tau, len(logs) - 1), (lc["se"] ** 2, lc["df"])])
+            df = _welch_df([(var_tau, len(spec_all) - 1), (lc["se"] ** 2, lc["df"])])
             lo, hi = _interval(g, math.sqrt(var), df, level)
             status = "above" if lo >= floor else ("below" if hi < floor else "open")
             est[entry_key] = _entry(c, "output_throughput", th["min_gain"] if key == "c1" else -th["c8_tolerance"], g, (lo, hi), level, status)
@@ -386,7 +398,7 @@ def predicted_verdict(blocks, calibration, prediction=None, **thresholds):
             metric = "median_tpot_ms" if key.startswith("tpot") else "output_throughput"
             entry = est[key] = _entry(high if key == "gain_c8" else 1, metric, None, 0.0, None, level, "insufficient")
             entry["estimate"] = None
-        entry.update(look=look, looks=looks, nominal_confidence=th["confidence"], rounds=len(spec1))
+        entry.update(look=look, looks=looks, nominal_confidence=th["confidence"], rounds=len(tau_blocks))
 
     decision, cause, reason, plan = None, None, None, []
     if spec_failed > th["max_failed"]:
@@ -395,9 +407,9 @@ def predicted_verdict(blocks, calibration, prediction=None, **thresholds):
     elif not base1:
         # one baseline block while the baseline still serves: the guard's reference
         plan = [(BASELINE, 1)]
-    elif len(spec1) < st["min_spec_blocks"] or tau is None:
-        # acceptance at c=1 predicts both levels (it depends on the prompts, not on the batch)
-        plan = [(SPECULATIVE, 1)] * max(1, st["min_spec_blocks"] - len(spec1))
+    elif len(tau_blocks) < st["min_spec_blocks"] or tau is None:
+        # one block at c=1 for the guard, the acceptance blocks
+        plan = ([(SPECULATIVE, 1)] if not spec1 else []) + [(SPECULATIVE, tau_level)] * max(1, st["min_spec_blocks"] - len(tau_blocks))
     elif guard is not None:
         decision = "guard"
     elif status1 == "below":
@@ -422,16 +434,16 @@ def predicted_verdict(blocks, calibration, prediction=None, **thresholds):
         )
         if high:
             reason += "; throughput at c=%d %s does not regress beyond %s" % (high, _ci_text(est["gain_c8"]), _pct(-th["c8_tolerance"]))
-    elif len(spec1) >= st["max_spec_blocks"]:
+    elif len(tau_blocks) >= st["max_spec_blocks"]:
         decision, cause = "revert", verdict_cause("inconclusive")
         reason = "no conclusion from acceptance within %d speculative blocks: throughput at c=1 %s vs the minimum gain %s%s; reverting" % (
-            len(spec1),
+            len(tau_blocks),
             _ci_text(est["gain_c1"]),
             _pct(th["min_gain"]),
             ("; at c=%d %s vs the tolerance %s" % (high, _ci_text(est["gain_c8"]), _pct(-th["c8_tolerance"]))) if high else "",
         )
     else:
-        plan = [(SPECULATIVE, 1)] * max(1, int(st["spec_blocks_step"]))
+        plan = [(SPECULATIVE, tau_level)] * max(1, int(st["spec_blocks_step"]))
     if decision is None:
         decision, cause = "continue", verdict_cause("continue")
         reason = "not conclusive yet: measure %s" % ", ".join("%s at c=%d" % (a, c) for a, c in plan)
@@ -446,7 +458,7 @@ def predicted_verdict(blocks, calibration, prediction=None, **thresholds):
         "tpot_reduction_c1": est["tpot_reduction_c1"],
         "gain_c8": est["gain_c8"],
         "requests_spent": requests_spent,
-        "rounds": len(spec1),
+        "rounds": len(tau_blocks),
         "arm_switches": sum(1 for a, b in zip(tagged, tagged[1:]) if a["arm"] != b["arm"]),
         "budget_reached": cause is not None and cause["code"] == "inconclusive",
         "next_blocks": [{"arm": a, "concurrency": c, "n_requests": size[c]} for a, c in plan],

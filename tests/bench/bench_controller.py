@@ -1,0 +1,172 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Controller time of a rollout on 20 simulated devices, per connection setting (``make bench-controller``).
+
+Brings up ``tests/fleet/bench.yml`` (20 native hosts), runs ``enable_speculation.yml`` once to decide every
+device (with the fleet inventory's settings), then, for each connection setting, times what the controller
+does on a fleet that is already decided:
+
+* ``check``: ``enable_speculation.yml --check --diff`` (validation, facts, plan, the configuration diff; no
+  device changes),
+* ``rerun``: ``enable_speculation.yml`` again (facts, plan, the recorded decision reused, the live server
+  reconciled, records and report written): the run an operator repeats,
+
+with the settings:
+
+* ``ssh-default``: Ansible's defaults (no pipelining; ``ssh_args`` ``-C -o ControlMaster=auto -o ControlPersist=60s``),
+* ``ssh-tuned``: pipelining on and ``ControlPersist=600s``,
+* ``mitogen``: Mitogen for Ansible (PyPI ``mitogen``), strategy ``mitogen_linear``, with pipelining.
+
+Each run must end with rc 0 and every host's record unchanged; the table gives seconds and tasks per second.
+Writes ``build/bench/controller.json`` and tears the fleet down.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from bench_faults import BIN, ENABLE, REPO, STATE, Fleet, log  # noqa: E402
+
+OUT_DIR = os.path.join(REPO, "build", "bench")
+WORK = os.path.join(OUT_DIR, "controller")
+FLEET_FILE = os.path.join(REPO, "tests", "fleet", "bench.yml")
+RUN_TIMEOUT = 5400
+TASK_LINE = re.compile(r"^TASK \[", re.M)
+
+
+def mitogen_strategy_dir():
+    out = subprocess.run(
+        [os.path.join(BIN, "python"), "-c", "import ansible_mitogen, os; print(os.path.dirname(ansible_mitogen.__file__))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        return None
+    return os.path.join(out.stdout.strip(), "plugins", "strategy")
+
+
+def settings():
+    strategy = mitogen_strategy_dir()
+    rows = {
+        "ssh-default": ({"ansible_ssh_pipelining": False}, {"ANSIBLE_SSH_ARGS": "-C -o ControlMaster=auto -o ControlPersist=60s"}),
+        "ssh-tuned": ({"ansible_ssh_pipelining": True}, {"ANSIBLE_SSH_ARGS": "-C -o ControlMaster=auto -o ControlPersist=600s"}),
+    }
+    if strategy:
+        rows["mitogen"] = (
+            {"ansible_ssh_pipelining": True},
+            {"ANSIBLE_STRATEGY_PLUGINS": strategy, "ANSIBLE_STRATEGY": "mitogen_linear", "ANSIBLE_SSH_ARGS": "-C -o ControlMaster=auto -o ControlPersist=600s"},
+        )
+    return rows
+
+
+def records(fleet):
+    out = {}
+    for name in sorted(fleet.hosts):
+        p = fleet.ssh(name, "cat %s" % STATE)
+        try:
+            doc = json.loads(p.stdout) if p.returncode == 0 else {}
+        except ValueError:
+            doc = {}
+        out[name] = (doc.get("decision"), doc.get("key"), doc.get("decided_at"))
+    return out
+
+
+def run_playbook(label, extra, env, args=()):
+    """One ansible-playbook run with extra command-line arguments (e.g. --check --diff)."""
+    log_path = os.path.join(WORK, "%s.log" % label)
+    full_env = dict(os.environ)
+    full_env.setdefault("HOME", os.path.join(REPO, ".cache", "home"))
+    full_env.setdefault("ANSIBLE_COLLECTIONS_PATH", os.path.join(REPO, ".cache", "collections"))
+    full_env.update({"ANSIBLE_DEPRECATION_WARNINGS": "false", "ANSIBLE_HOST_KEY_CHECKING": "false", "ANSIBLE_FORKS": "10"})
+    full_env.update(env or {})
+    evars = {"speculative_decoding_report_dir": os.path.join(WORK, "report-bench")}
+    evars.update(extra or {})
+    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", os.path.join(WORK, "hosts.yml"), ENABLE, "-e", json.dumps(evars), *args]
+    started = time.monotonic()
+    with open(log_path, "w") as out:
+        try:
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=full_env, timeout=RUN_TIMEOUT, check=False)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    duration = round(time.monotonic() - started, 1)
+    with open(log_path, errors="replace") as f:
+        text = f.read()
+    tasks = len(TASK_LINE.findall(text))
+    log("  %s: rc=%s in %s s (%d tasks)" % (label, rc, duration, tasks))
+    return {"rc": rc, "seconds": duration, "tasks": tasks, "log": os.path.relpath(log_path, REPO)}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--only", nargs="*", help="connection settings to time (default: all)")
+    parser.add_argument("--keep", action="store_true", help="leave the fleet up")
+    args = parser.parse_args(argv)
+    os.makedirs(WORK, exist_ok=True)
+    fleet = Fleet(WORK)
+    with open(FLEET_FILE) as f:
+        description = yaml.safe_load(f)
+    result = {"fleet": os.path.relpath(FLEET_FILE, REPO), "hosts": len(description["hosts"]), "rows": []}
+    started = time.monotonic()
+    try:
+        log("fleet up (%d hosts)" % len(description["hosts"]))
+        fleet.up(description)
+        first = run_playbook("first", {}, {})
+        result["first_run"] = first
+        before = records(fleet)
+        result["decisions"] = {}
+        for decision, _key, _at in before.values():
+            result["decisions"][str(decision)] = result["decisions"].get(str(decision), 0) + 1
+        for name, (extra, env) in settings().items():
+            if args.only and name not in args.only:
+                continue
+            row = {"setting": name}
+            row["check"] = run_playbook("%s-check" % name, extra, env, ("--check", "--diff"))
+            row["rerun"] = run_playbook("%s-rerun" % name, extra, env)
+            after = records(fleet)
+            row["records_unchanged"] = after == before
+            result["rows"].append(row)
+    finally:
+        if not args.keep:
+            log("fleet down")
+            Fleet.down()
+    result["seconds"] = round(time.monotonic() - started, 1)
+    with open(os.path.join(OUT_DIR, "controller.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print()
+    print(
+        "first run (decides every device, ssh with the fleet inventory's pipelining): rc=%s in %s s, %d tasks"
+        % (result["first_run"]["rc"], result["first_run"]["seconds"], result["first_run"]["tasks"])
+    )
+    print("decisions: %s" % ", ".join("%s %d" % kv for kv in sorted(result["decisions"].items())))
+    print("| setting | check --diff: s (rc) | re-run: s (rc) | tasks (re-run) | records unchanged |")
+    print("|---|---|---|---|---|")
+    for row in result["rows"]:
+        print(
+            "| %s | %s (%s) | %s (%s) | %d | %s |"
+            % (
+                row["setting"],
+                row["check"]["seconds"],
+                row["check"]["rc"],
+                row["rerun"]["seconds"],
+                row["rerun"]["rc"],
+                row["rerun"]["tasks"],
+                row["records_unchanged"],
+            )
+        )
+    ok = result["first_run"]["rc"] == 0 and all(r["check"]["rc"] == 0 and r["rerun"]["rc"] == 0 and r["records_unchanged"] for r in result["rows"])
+    print("(%s; %.0f s; build/bench/controller.json)" % ("all runs ok" if ok else "NOT all runs ok", result["seconds"]))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
