@@ -60,12 +60,12 @@ PREDICTION_DEFAULTS = {
     "min_se_c8": 0.015,
     "min_pairs": 6,
     "max_pairs": 320,
-    "max_pairs_c8": 32,
+    "max_pairs_c8": 64,
     # c=1 blocks per arm visit of the calibration (one restart per visit), c=8 blocks with them, and
     # c=8 blocks per visit once c=1 is calibrated
     "segment": 24,
-    "segment_c8": 2,
-    "segment_c8_only": 8,
+    "segment_c8": 4,
+    "segment_c8_only": 16,
     # requests per calibration block (c=8 blocks of several waves: one wave ends in a tail of
     # shrinking batches that understates a speculative server's steady throughput)
     "requests_c1": 1,
