@@ -3,10 +3,15 @@
 
 Both procedures run on the vLLM simulator in virtual time (``vllm_sim.engine.simulate_run``):
 
-* ours: the role's own trial controller, ``plugins/module_utils/_trial.py`` (``_trial.run``), with the
-  role's defaults; the simulated device answers its ``apply`` and ``measure`` actions (a restart costs
-  the simulator's start-up time, ``vllm_sim.startup_time``; a ``measure`` sends the warm-ups it asks
-  for, then the blocks, on the prompts it names) and returns the arm evidence the controller checks;
+* ours: the trial controller, ``plugins/module_utils/_trial.py`` (``_trial.run``), in groups of
+  ``--group`` identical devices (20): the first device of a group is its canary (setting ``canary``: it
+  calibrates the group's step-cost ratio, then decides from it), the others decide from their own
+  acceptance with that calibration (setting ``calibration``, ``_stats/predicted.py``). The simulated
+  device answers the ``apply`` and ``measure`` actions (a restart costs the simulator's start-up time,
+  ``vllm_sim.startup_time``; a ``measure`` sends the warm-ups it asks for, then the blocks, on the
+  prompts it names) and returns the arm evidence the controller checks. Every device of a group is
+  scored; each one's device seconds and requests carry an equal share of its canary's (the canary's
+  own figure is its share too), so a row's cost is what the group pays per device;
 * published: one run of 50 prompts at c=1 and c=8 on the serving baseline, a restart, the same on the
   speculative server (NVIDIA's Jetson skill: keep at >= +30 % throughput and >= 20 % lower median TPOT
   at c=1, disable below +10 % or at any c=8 regression; in between the skill decides nothing, so the

@@ -108,37 +108,54 @@ def _weighted_log_mean(pairs):
     return mean, max(var, 1e-10)
 
 
-def _ols(rows):
-    """Fit y = a + b * index + d * spec; return (d, se(d), residual sd, df) or None."""
+def _ols(rows, degree=1):
+    """Fit y = d * spec + polynomial(index, degree); return (d, se(d), residual sd, df) or None.
+
+    A polynomial trend of degree 3 follows a device that heats up and settles (an exponential drift), which
+    a straight line cannot: over a canary's long calibration the straight line leaves the early, faster
+    visits' speed in the arm effect."""
     n = len(rows)
-    if n < 4:
+    k = degree + 2
+    if n < k + 2:
         return None
-    xs = [(1.0, float(i), float(s)) for i, s, _y in rows]
+    lo = min(i for i, _s, _y in rows)
+    hi = max(i for i, _s, _y in rows)
+    span = float(hi - lo) or 1.0
+    xs = []
+    for i, spec, _y in rows:
+        t = 2.0 * (i - lo) / span - 1.0
+        xs.append([float(spec)] + [t**p for p in range(degree + 1)])
     ys = [y for _i, _s, y in rows]
-    xtx = [[sum(x[p] * x[q] for x in xs) for q in range(3)] for p in range(3)]
-    xty = [sum(x[p] * y for x, y in zip(xs, ys)) for p in range(3)]
-    inv = _inverse3(xtx)
+    xtx = [[math.fsum(x[p] * x[q] for x in xs) for q in range(k)] for p in range(k)]
+    xty = [math.fsum(x[p] * y for x, y in zip(xs, ys)) for p in range(k)]
+    inv = _inverse(xtx)
     if inv is None:
         return None
-    beta = [sum(inv[p][q] * xty[q] for q in range(3)) for p in range(3)]
-    resid = [y - sum(beta[p] * x[p] for p in range(3)) for x, y in zip(xs, ys)]
-    df = n - 3
+    beta = [math.fsum(inv[p][q] * xty[q] for q in range(k)) for p in range(k)]
+    resid = [y - math.fsum(beta[p] * x[p] for p in range(k)) for x, y in zip(xs, ys)]
+    df = n - k
     sd = math.sqrt(math.fsum(r * r for r in resid) / df)
-    return beta[2], sd * math.sqrt(inv[2][2]), sd, df
-
-
-def _inverse3(m):
-    a, b, c = m[0]
-    d, e, f = m[1]
-    g, h, i = m[2]
-    det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
-    if abs(det) < 1e-12:
+    if inv[0][0] <= 0:
         return None
-    return [
-        [(e * i - f * h) / det, (c * h - b * i) / det, (b * f - c * e) / det],
-        [(f * g - d * i) / det, (a * i - c * g) / det, (c * d - a * f) / det],
-        [(d * h - e * g) / det, (b * g - a * h) / det, (a * e - b * d) / det],
-    ]
+    return beta[0], sd * math.sqrt(inv[0][0]), sd, df
+
+
+def _inverse(m):
+    """Inverse of a small symmetric matrix by Gauss-Jordan elimination with partial pivoting, or None."""
+    n = len(m)
+    a = [list(row) + [1.0 if i == j else 0.0 for j in range(n)] for i, row in enumerate(m)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
+        if abs(a[pivot][col]) < 1e-12:
+            return None
+        a[col], a[pivot] = a[pivot], a[col]
+        div = a[col][col]
+        a[col] = [v / div for v in a[col]]
+        for r in range(n):
+            if r != col and a[r][col] != 0.0:
+                f = a[r][col]
+                a[r] = [v - f * w for v, w in zip(a[r], a[col])]
+    return [row[n:] for row in a]
 
 
 def _level_rows(tagged, concurrency):
@@ -153,7 +170,7 @@ def _level_rows(tagged, concurrency):
     return rows
 
 
-def calibrate(blocks, high_concurrency=8):
+def calibrate(blocks, high_concurrency=8, trend_degree=3):
     """The step-cost ratio per level from a canary's blocks: ``{"c1": {"log_r", "se", "residual_sd",
     "df", "pairs"}, "c8": {...} or None, "k", "tau"}`` (a level is None when it cannot be fitted)."""
     tagged = _tagged(blocks)
@@ -169,7 +186,7 @@ def calibrate(blocks, high_concurrency=8):
         if c is None:
             continue
         rows = _level_rows(tagged, c)
-        fit = _ols(rows)
+        fit = _ols(rows, degree=trend_degree)
         if fit is None:
             continue
         d, se, sd, df = fit
