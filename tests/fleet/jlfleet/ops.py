@@ -101,8 +101,7 @@ def check_cgroup(st):
 def ssh_common_args():
     # keepalives as README recommends: a device whose link drops is unreachable within a minute
     return (
-        "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o IdentitiesOnly=yes -o LogLevel=ERROR"
-        " -o ServerAliveInterval=15 -o ServerAliveCountMax=4"
+        "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o IdentitiesOnly=yes -o LogLevel=ERROR -o ServerAliveInterval=15 -o ServerAliveCountMax=4"
     )
 
 

@@ -199,3 +199,26 @@ def test_canary_with_failed_speculative_requests_reverts_at_once():
 def test_unknown_prediction_setting_is_refused():
     with pytest.raises(StatsError, match="unknown prediction setting"):
         predicted.decide([], calibration=calibration_for(), prediction={"guard": 1})
+
+
+def test_calibration_follows_a_device_that_heats_up_and_settles():
+    """An exponential slow-down (fast at first, flat later): the default cubic trend recovers r, a straight
+    line leaves the first, faster baseline visit in it."""
+
+    class Warming(Device):
+        def block(self, arm, concurrency, n, index=None):
+            out = super().block(arm, concurrency, n, index)
+            slow = 1.0 - 0.08 * (1.0 - math.exp(-out["index"] / 60.0))
+            out["output_throughput"] *= slow
+            return out
+
+    dev = Warming(tau=1.5, r1=1.2, r8=1.4, noise=0.002, seed=5)
+    blocks = []
+    for arm in [B, S, S, B, B, S, S, B, B, S]:
+        blocks += [dev.block(arm, 1, 1) for _ in range(24)]
+    cubic = predicted.calibrate(blocks, high_concurrency=None)["c1"]
+    line = predicted.calibrate(blocks, high_concurrency=None, trend_degree=1)["c1"]
+    assert abs(cubic["log_r"] - math.log(1.2)) < max(4 * cubic["se"], 0.003)
+    line_error, cubic_error = abs(line["log_r"] - math.log(1.2)), abs(cubic["log_r"] - math.log(1.2))
+    assert line_error > 0.001
+    assert line_error > 10 * cubic_error
