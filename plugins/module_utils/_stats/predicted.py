@@ -332,6 +332,11 @@ def _look_level(confidence, spec_blocks, st):
     return 1.0 - (1.0 - confidence) / looks, look, looks
 
 
+def _drift_free(blocks, spec):
+    """log throughput, divided by the block's own tau for speculative blocks."""
+    return [math.log(b["output_throughput"]) - (math.log(b["tau"]) if spec else 0.0) for b in blocks]
+
+
 def _guard(rows_base, rows_spec, level_cal, z_limit):
     """The device's own drift-free log ratio against the canary's: None when they agree, else why not."""
     if not rows_base or not rows_spec or level_cal is None:
@@ -401,10 +406,9 @@ def predicted_verdict(blocks, calibration, prediction=None, **thresholds):
                 est["tpot_reduction_c1"] = _entry(1, "median_tpot_ms", 0.0, g, (lo, hi), level, "above" if lo > 0 else ("below" if hi < 0 else "open"))
             else:
                 status8 = status
-        rows = lambda bs, spec: [math.log(b["output_throughput"]) - (math.log(b["tau"]) if spec else 0.0) for b in bs]  # noqa: E731
         # at c=1 only: a wave of requests at c=8 ends in a tail of shrinking batches that depends on
         # the block's size, so the canary's c=8 blocks and a device's would not compare
-        guard = _guard(rows(base1, False), rows(spec1, True), cal["c1"], st["guard_z"])
+        guard = _guard(_drift_free(base1, False), _drift_free(spec1, True), cal["c1"], st["guard_z"])
         if guard is not None:
             guard = "at c=1 %s" % guard
     if high and cal.get("c8") is None:

@@ -152,7 +152,7 @@ def test_a_device_unlike_its_group_is_decided_from_its_own_measurements():
 
 def test_speculative_block_without_counters_is_an_error():
     dev = Device()
-    blocks = [dev.block(B, 1, 4), dev.block(B, 8, 8)] + [dev.block(S, 1, 4) for _ in range(3)] + [dev.block(S, 8, 8)]
+    blocks = [dev.block(B, 1, 4), dev.block(B, 8, 8)] + [dev.block(S, 1, 4) for _block in range(3)] + [dev.block(S, 8, 8)]
     del blocks[3]["spec_decode_num_drafts"]
     with pytest.raises(StatsError, match="counters"):
         predicted.predicted_verdict(blocks, calibration_for())
@@ -215,7 +215,7 @@ def test_calibration_follows_a_device_that_heats_up_and_settles():
     dev = Warming(tau=1.5, r1=1.2, r8=1.4, noise=0.002, seed=5)
     blocks = []
     for arm in [B, S, S, B, B, S, S, B, B, S]:
-        blocks += [dev.block(arm, 1, 1) for _ in range(24)]
+        blocks += [dev.block(arm, 1, 1) for _block in range(24)]
     cubic = predicted.calibrate(blocks, high_concurrency=None)["c1"]
     line = predicted.calibrate(blocks, high_concurrency=None, trend_degree=1)["c1"]
     assert abs(cubic["log_r"] - math.log(1.2)) < max(4 * cubic["se"], 0.003)
