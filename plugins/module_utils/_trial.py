@@ -22,7 +22,8 @@ thing to do next:
 Observations (dicts, in the order they happened):
 
 * ``{"type": "applied", "arm", "rung", "ok": bool, "cause": "oom" | str, "invocation",
-  "config_written", "server_started"}``: the result of an ``apply``.
+  "config_written", "server_started", "restarted": bool}``: the result of an ``apply``
+  (``restarted`` false: the arm was serving already, and warm; default true).
 * ``{"type": "measured", "blocks": [...]}``: the blocks of a ``measure`` as planned plus the metric
   fields (``output_throughput``, ``median_tpot_ms``, ``completed``, ``failed``) and the arm proof:
   ``spec_metrics`` (the server exposes ``vllm:spec_decode_*`` counters), ``invocation_before`` and
@@ -117,6 +118,8 @@ def replay(settings, observations):
         "rung": 0,
         "start_failure": None,
         "stale": False,
+        # levels the served server has answered since it started: they need no warm-up
+        "warm": set(),
         "requests": 0,
         "warmup_requests": 0,
     }
@@ -133,6 +136,8 @@ def replay(settings, observations):
                     "server_started": obs.get("server_started"),
                 }
                 state["stale"] = False
+                # a server that was already serving (no restart) has answered traffic: it is warm
+                state["warm"] = set() if obs.get("restarted", True) else {"all"}
                 if obs["arm"] == SPECULATIVE:
                     state["rung"] = int(obs.get("rung", 0))
             else:
@@ -142,6 +147,7 @@ def replay(settings, observations):
                 else:
                     state["start_failure"] = {"arm": obs.get("arm"), "cause": obs.get("cause"), "rung": obs.get("rung", 0)}
         elif kind == "measured":
+            state["warm"].update(int(b.get("concurrency", 0)) for b in obs.get("blocks", []))
             for block in obs.get("blocks", []):
                 state["requests"] += int(block.get("n_requests", block.get("completed", 0)))
                 state["warmup_requests"] += int(block.get("warmups", 0))
@@ -230,8 +236,8 @@ def next_action(settings, observations):
                 "index": len(state["blocks"]) + len(segment),
                 "seed": int(trial["seed"]) * 1000003 + c * 1009 + pair,
                 "prompt_offset": pair * n,
-                # a server warms up once per measurement and level, not before every block
-                "warmups": int(trial["warmups"]) if planned[c] == 1 else 0,
+                # a server warms up once per level after it started, not before every block
+                "warmups": int(trial["warmups"]) if planned[c] == 1 and not ({c, "all"} & state["warm"]) else 0,
             }
         )
     return {"action": "measure", "arm": arm, "blocks": segment, "verdict": result, "counters": counters}

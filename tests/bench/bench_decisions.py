@@ -148,9 +148,11 @@ class Device:
 
     # the controller's actions
     def apply(self, action):
-        if action["arm"] != self.arm:
+        restarted = action["arm"] != self.arm
+        if restarted:
             self.restart(action["arm"])
         return {
+            "restarted": restarted,
             "arm": action["arm"],
             "rung": action.get("rung", 0),
             "ok": True,

@@ -99,13 +99,17 @@ def test_one_restart_per_arm_switch_and_measures_only_the_served_arm():
     assert final["counters"]["restarts"] == len(dev.applied)
 
 
-def test_pairs_share_seed_and_prompts_across_arms():
+def test_pairs_share_seed_and_prompts_across_arms_and_warm_up_once_per_level_after_a_restart():
     _final, observations, _dev = drive(g1=0.5)
     seen = {}
+    warm = set()
     for obs in observations:
+        if obs["type"] == "applied":
+            warm = set()  # restarted: warm-ups again, once per level
         for b in obs.get("blocks", []):
             seen.setdefault((b["concurrency"], b["seed"], b["prompt_offset"]), set()).add(b["arm"])
-            assert b["warmups"] == 2
+            assert b["warmups"] == (0 if b["concurrency"] in warm else 2)
+            warm.add(b["concurrency"])
     complete = [arms for arms in seen.values() if arms == {B, S}]
     assert len(complete) >= len(seen) - 2  # all but a trailing unpaired block
     assert len({key[1] for key in seen}) > 1  # pairs differ from each other
@@ -172,3 +176,15 @@ def test_settings_split_and_unknown_rejected():
         _trial.split_settings({"nonsense": 1})
     with pytest.raises(_trial.TrialError):
         _trial.next_action({}, [{"type": "what"}])
+
+
+def test_an_arm_that_was_serving_already_is_not_warmed_up():
+    dev = Device(g1=0.5)
+
+    def apply(action):
+        obs = dev.apply(action)
+        obs["restarted"] = False
+        return obs
+
+    _final, observations = _trial.run({}, apply, dev.measure)
+    assert all(b["warmups"] == 0 for o in observations for b in o.get("blocks", []))
