@@ -42,6 +42,42 @@ RUN_TIMEOUT = 5400
 TASK_LINE = re.compile(r"^TASK \[", re.M)
 
 
+# tests/fleet/bench.yml describes the 20 devices only (for `make bench-fleet-up`); a rollout needs what the
+# demo gives its devices: the simulator's time scale, a served model per profile and the inventory groups.
+MODELS = {
+    "thor-t5000": "meta-llama/Llama-3.1-8B-Instruct",
+    "thor-t4000": "nvidia/Llama-3.1-8B-Instruct-FP4",
+    "agx-orin-64gb": "meta-llama/Llama-3.1-8B-Instruct",
+    "agx-orin-32gb": "Qwen/Qwen3-8B",
+    "agx-orin-industrial": "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16",
+    "igx-orin": "Qwen/Qwen3-8B",
+    "orin-nx-16gb": "Qwen/Qwen3-4B",
+    "orin-nx-8gb": "Qwen/Qwen3-1.7B",
+    "orin-nano-8gb": "Qwen/Qwen3-1.7B",
+    "orin-nano-8gb-super": "Qwen/Qwen3-1.7B",
+}
+# Orin Nano and Orin NX 8GB: the role's default utilization (0.50) leaves no KV cache for a 1.7B BF16 model.
+SMALL = ("orin-nx-8gb", "orin-nano-8gb", "orin-nano-8gb-super")
+
+
+def rollout_description(description):
+    """The bench fleet with the demo's simulator settings, a model per profile, one canary per profile."""
+    out = dict(description)
+    out["defaults"] = {"variant": "native", "sim": {"version": "0.20.0", "noise": 0.03, "time_scale": 0.1}, "vars": {"vllm_server_runtime": "native"}}
+    hosts, canaries = [], {}
+    for host in description["hosts"]:
+        h = dict(host)
+        h["vars"] = dict(h.get("vars") or {})
+        h["vars"]["vllm_server_model"] = MODELS[h["profile"]]
+        if h["profile"] in SMALL:
+            h["vars"]["vllm_server_gpu_memory_utilization"] = 0.65
+        canaries.setdefault(h["profile"], h["name"])
+        hosts.append(h)
+    out["hosts"] = hosts
+    out["groups"] = {"specdec_canary": sorted(canaries.values()), "specdec_fleet": [h["name"] for h in hosts]}
+    return out
+
+
 def mitogen_strategy_dir():
     out = subprocess.run(
         [os.path.join(BIN, "python"), "-c", "import ansible_mitogen, os; print(os.path.dirname(ansible_mitogen.__file__))"],
@@ -114,7 +150,7 @@ def main(argv=None):
     os.makedirs(WORK, exist_ok=True)
     fleet = Fleet(WORK)
     with open(FLEET_FILE) as f:
-        description = yaml.safe_load(f)
+        description = rollout_description(yaml.safe_load(f))
     result = {"fleet": os.path.relpath(FLEET_FILE, REPO), "hosts": len(description["hosts"]), "rows": []}
     started = time.monotonic()
     try:
