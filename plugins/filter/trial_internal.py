@@ -23,6 +23,10 @@ description:
   - C(k_sweep) predicts from per-position acceptance rates which O(candidates) can beat the others and returns them
     with the sweep's block schedule; C(choose_k) picks k from the measured sweep blocks (the best lower bound of the
     gain at concurrency 1; ties go to the smaller k).
+  - C(proof) returns the verdict (the input) turned into a revert when a proof beside the statistics fails, the
+    output probe (O(outputs), a result of P(jetson_llm.speculative.vllm_output_probe#module) with C(expected), cause
+    C(outputs_differ)), or, for a kept verdict, the acceptance floor O(min_acceptance) over the speculative O(blocks)
+    (cause C(not_accepted)); otherwise the verdict unchanged.
   - C(ladder) lists the configurations to try when vLLM does not start with a plan (the plan, then lower
     utilization by O(step), O(steps) times, then smaller speculators of the same family that fit).
 positional: _input, operation
@@ -30,14 +34,14 @@ options:
   _input:
     description:
       - C(blocks), the benchmark's C(runs); C(k_sweep), the per-position acceptance rates; C(choose_k), the sweep's
-        blocks; C(ladder), an enabled plan.
+        blocks; C(ladder), an enabled plan; C(proof), a verdict.
     type: raw
     required: true
   operation:
     description: The step.
     type: str
     required: true
-    choices: [blocks, k_sweep, choose_k, ladder]
+    choices: [blocks, k_sweep, choose_k, ladder, proof]
   segment:
     description: C(blocks) only. The blocks the benchmark measured, in the order of its runs.
     type: list
@@ -110,6 +114,16 @@ options:
   host:
     description: C(ladder) only. Host name for messages.
     type: str
+  outputs:
+    description: C(proof) only. The registered result of P(jetson_llm.speculative.vllm_output_probe#module) with C(expected).
+    type: dict
+  blocks:
+    description: C(proof) only. The trial's blocks (the speculative ones give the acceptance).
+    type: list
+    elements: dict
+  min_acceptance:
+    description: C(proof) only. Acceptance floor (accepted over drafted tokens) of a kept verdict.
+    type: float
 """
 
 EXAMPLES = r"""
@@ -123,7 +137,7 @@ RETURN = r"""
 _value:
   description:
     - C(blocks), the tagged blocks; C(k_sweep), C(predictions), C(best_predicted), C(survivors) and C(schedule); C(choose_k), C(k),
-      C(candidates) and C(reason); C(ladder), the list of rungs (plans with C(rung)).
+      C(candidates) and C(reason); C(ladder), the list of rungs (plans with C(rung)); C(proof), the verdict.
   type: raw
 """
 

@@ -55,7 +55,7 @@ def parse_spec_counters(text):
     return found
 
 
-def _acceptance_of(runs):
+def acceptance_of(runs):
     """Token-weighted acceptance rate (fraction) and length of benchmark runs or blocks."""
     drafted = accepted = drafts = 0.0
     for run in runs:
@@ -75,7 +75,7 @@ def _acceptance_of(runs):
 def recorded_acceptance(state):
     """Acceptance of the speculative arm at concurrency 1 in the recorded trial blocks."""
     blocks = [b for b in (state.get("blocks") or []) if b.get("arm") == "speculative" and int(b.get("concurrency", 0)) == 1]
-    return _acceptance_of(blocks)
+    return acceptance_of(blocks)
 
 
 def recheck(state, runs, min_acceptance=0.30, min_gain=0.0, noise_floor=0.03, metrics=None):
@@ -111,7 +111,7 @@ def recheck(state, runs, min_acceptance=0.30, min_gain=0.0, noise_floor=0.03, me
     counters = parse_spec_counters(metrics) if metrics is not None else None
     if counters and counters.get("num_draft_tokens"):
         out["lifetime_acceptance_rate"] = counters.get("num_accepted_tokens", 0.0) / counters["num_draft_tokens"]
-    rate, length = _acceptance_of(runs)
+    rate, length = acceptance_of(runs)
     out["acceptance_rate"], out["acceptance_length"] = rate, length
     out["recorded_acceptance_rate"] = recorded_acceptance(state)[0]
 

@@ -241,6 +241,8 @@ def host_summary(result):
         "reconciled": _strings(result.get("reconciled")),
         # the out-of-memory ladder: each speculative configuration that did not start, and why
         "ladder": _strings(result.get("ladder")),
+        # the output proof: the last comparison of a speculative server's answers with the baseline's
+        "output_proof": _output_proof(result.get("output_proof")),
         "method": _text(method) or None,
         "speculator": (_text(result.get("speculator")) or None) if method else None,
         "k": _int(result.get("num_speculative_tokens")) if method else None,
@@ -273,6 +275,16 @@ def host_summary(result):
         "started_at": _num(result.get("started_at")),
         "finished_at": _num(result.get("finished_at")),
     }
+
+
+def _output_proof(proof):
+    """``{"agree", "summary"}`` of the recorded output proof, or None (no probe was made, or an older record)."""
+    if not isinstance(proof, dict) or not _text(proof.get("summary")):
+        return None
+    agree = proof.get("agree")
+    if isinstance(agree, str):
+        agree = agree.strip().lower() == "true"
+    return {"agree": bool(agree), "summary": _text(proof.get("summary"))}
 
 
 def _tuning(result):

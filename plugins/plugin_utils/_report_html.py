@@ -334,7 +334,15 @@ def _acceptance(s):
 def _verdict(s):
     cause = s.get("cause")
     badge, detail = (s["outcome"], cause["text"]) if cause else (s["label"], "")
-    return {"cls": _cls(s["outcome"]), "badge": badge, "detail": detail, "reused": s["reused"], "reconciled": s["reconciled"], "ladder": s.get("ladder") or []}
+    return {
+        "cls": _cls(s["outcome"]),
+        "badge": badge,
+        "detail": detail,
+        "reused": s["reused"],
+        "reconciled": s["reconciled"],
+        "ladder": s.get("ladder") or [],
+        "output_proof": s.get("output_proof"),
+    }
 
 
 def _method(s):

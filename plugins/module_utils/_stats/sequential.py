@@ -138,6 +138,10 @@ VERDICT_CAUSES = {
     "failed_requests": "failed requests",
     "inconclusive": "inconclusive",
     "continue": "continue",
+    # The proofs beside the statistics (``overrule``): the answers at temperature 0 are not the baseline's, or
+    # the speculator's drafts are almost never accepted (a collapsed speculator).
+    "outputs_differ": "outputs differ",
+    "not_accepted": "speculator not accepted",
 }
 
 
@@ -522,6 +526,20 @@ def verdict(blocks, **thresholds):
         "noise": noise,
         "thresholds": public,
     }
+
+
+def overrule(result, code, reason):
+    """The verdict ``result`` turned into a revert for a proof that failed (``outputs_differ``, ``not_accepted``).
+
+    The measured estimates stay as they were; the decision, cause, label and reason say why the gain does
+    not count, and no block is measured any more.
+    """
+    if code not in ("outputs_differ", "not_accepted"):
+        raise StatsError("overrule: unknown proof %r (outputs_differ, not_accepted)" % (code,))
+    out = dict(result or {})
+    cause = verdict_cause(code)
+    out.update(decision="revert", cause=cause, label="revert (%s)" % cause["text"], reason="%s: %s" % (cause["text"], reason), next_blocks=[])
+    return out
 
 
 class SequentialTrial:

@@ -396,3 +396,19 @@ def test_a_record_without_a_cause_shows_its_label_whole():
     results[0] = {k: v for k, v in results[0].items() if k != "cause"}
     _doc, text = _page(results)
     assert _badge_and_detail(text, "orin-01") == ("keep (strong)", "")
+
+
+def test_the_output_proof_is_shown_under_the_verdict():
+    results = fleet()
+    differ = "1 of 6 probe outputs at temperature 0 equal the baseline's (at least 4 needed); chat-03 differs at character 12"
+    results[0] = dict(results[0], outcome="revert", output_proof={"agree": False, "summary": differ, "matches": 1})
+    results[1] = dict(results[1], output_proof={"agree": "True", "summary": "6 of 6 probe outputs at temperature 0 equal the baseline's (at least 4 needed)"})
+    _doc, text = _page(results)
+    root = parse(text)
+    spans = [n for n in root.find_all("span") if n.all_text().startswith("output proof: ")]
+    assert [(n.all_text(), "warn" in n.attrs.get("class", "")) for n in spans] == [
+        ("output proof: " + differ, True),
+        ("output proof: 6 of 6 probe outputs at temperature 0 equal the baseline's (at least 4 needed)", False),
+    ]
+    _doc, plain = _page(fleet())
+    assert "output proof" not in plain
