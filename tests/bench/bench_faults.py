@@ -424,9 +424,20 @@ def row_missing_image(fleet, work, ctx):
     return run(work, "faulted", extra={"vllm_server_image": "vllm/vllm-openai:v0.99.9-missing"})
 
 
-@row("wrong-answers", ["f-orin-1", "f-orin-2"], {"f-orin-1": {"sim": {"faults": {"wrong_answers": True}}}}, cause=r"answer|output|differ|text")
+@row(
+    "wrong-answers",
+    ["f-orin-1", "f-orin-2"],
+    {"f-orin-1": {"sim": {"faults": {"wrong_answers": True}}}},
+    cause=r"outputs differ",
+    note="the faulted device must end reverted (output proof)",
+)
 def row_wrong_answers(fleet, work, ctx):
-    return run(work, "faulted")
+    r = run(work, "faulted")
+    # handled only when the build that serves wrong text is not kept (the output proof reverts it)
+    decision = fleet.record(FAULTED)[0]
+    ctx["detail"]["decision"] = decision
+    ctx["handled"] = decision == "revert"
+    return r
 
 
 @row("acceptance-collapse", ["f-orin-1", "f-orin-2"], cause=r"accept|gain|regress", note="needs playbooks/verify_speculation.yml")
