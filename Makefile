@@ -39,9 +39,15 @@ help:
 host-packages:
 	tools/install_host_packages.sh
 
-$(BIN)/.stamp: requirements-dev.txt constraints-dev.txt | host-packages
+# The simulator and the fleet are their own packages (tests/vllm_sim, tests/fleet), installed in
+# editable mode: the `vllm` and `jlfleet` commands, `import vllm_sim` and `import jlfleet`. Compat
+# mode installs a path entry (not an import hook), so the package wins over the project directory
+# of the same name (tests/vllm_sim) that would otherwise import as an empty namespace package
+# wherever tests/ is on sys.path, as it is under pytest.
+$(BIN)/.stamp: requirements-dev.txt constraints-dev.txt tests/vllm_sim/pyproject.toml tests/fleet/pyproject.toml | host-packages
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements-dev.txt -c constraints-dev.txt
+	$(BIN)/pip install -q --no-build-isolation --no-deps --config-settings editable_mode=compat -e tests/vllm_sim -e tests/fleet
 	touch $@
 
 .PHONY: venv

@@ -19,12 +19,12 @@ import sys
 import tempfile
 import time
 
+from jlfleet import config as fleet_config
+from jlfleet import images as fleet_images
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "fleet"))
 
-from jlfleet import config as fleet_config  # noqa: E402
-from jlfleet import images as fleet_images  # noqa: E402
 
 BIN = os.path.dirname(sys.executable)
 EE_STATE = os.environ.get("JL_EE_STATE", "/var/tmp/jetson-llm-ee")  # noqa: S108 - root-only, like the fleet cache
@@ -194,7 +194,7 @@ def write_figures(update):
 
 
 def fleet(*args):
-    return run([os.path.join(BIN, "python"), os.path.join(REPO, "tests", "fleet", "fleet.py"), *args], capture=True)
+    return run([os.path.join(BIN, "jlfleet"), *args], capture=True)
 
 
 def fleet_up(inventory):

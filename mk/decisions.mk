@@ -10,4 +10,4 @@ BENCH_DECISIONS_ARGS ?=
 
 .PHONY: bench-decisions
 bench-decisions: collections  ## decision error on the final state and device time vs the published procedure
-	$(BIN)/python tests/bench/bench_decisions.py $(BENCH_DECISIONS_ARGS)
+	PYTHONPATH=$(COLL_ROOT) $(BIN)/python tests/bench/bench_decisions.py $(BENCH_DECISIONS_ARGS)

@@ -3,7 +3,7 @@
 
 FLEET           ?= tests/fleet/demo.yml
 FLEET_INVENTORY ?= inventories/demo/hosts.yml
-FLEET_PY        := $(BIN)/python tests/fleet/fleet.py
+FLEET_PY        := $(BIN)/jlfleet
 FLEET_PYTEST    ?=
 
 .PHONY: fleet-image fleet-up fleet-down fleet-status fleet-inventory fleet-validate fleet-test bench-fleet-up fleet-purge

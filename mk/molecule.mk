@@ -25,7 +25,7 @@ MOLECULE_CLEAN      := left=$$($(MOLECULE_PODMAN_ENV) podman ps -a --filter labe
 # The fleet's images (localhost/jetson-llm/host and host-docker), built into the scenarios' own
 # store from the machine-wide root filesystem cache; rebuilt only when an input changes.
 molecule-image: venv
-	JLF_STATE=$(MOLECULE_STATE)/state $(BIN)/python tests/fleet/fleet.py image host docker
+	JLF_STATE=$(MOLECULE_STATE)/state $(BIN)/jlfleet image host docker
 
 molecule: collections molecule-image  ## Molecule scenarios of the roles (about 15 min on 2 cores)
 	@mkdir -p $(MOLECULE_STATE)/logs; \

@@ -10,8 +10,8 @@ sim-test: venv
 
 .PHONY: sim-calibration
 sim-calibration: venv collections
-	cd tests/vllm_sim && $(BIN)/python -m vllm_sim.calibration
-	cd tests/vllm_sim && PYTHONPATH=$(COLL_ROOT) $(BIN)/python -m vllm_sim.agreement --time-scale 0.1
+	$(BIN)/python -m vllm_sim.calibration
+	PYTHONPATH=$(COLL_ROOT) $(BIN)/python -m vllm_sim.agreement --time-scale 0.1
 
 TEST_TARGETS += sim-calibration
 

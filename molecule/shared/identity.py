@@ -19,13 +19,12 @@ import shutil
 import sys
 
 import yaml
+from jlfleet import config, identity
+from jlfleet.description import load_fleet
+from jlfleet.util import FleetError, write_file
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "tests", "fleet"))
 
-from jlfleet import config, identity  # noqa: E402
-from jlfleet.description import load_fleet  # noqa: E402
-from jlfleet.util import FleetError, write_file  # noqa: E402
 
 MOLECULE_DIR = os.path.join(REPO, "molecule")
 DESCRIPTION = os.path.join(MOLECULE_DIR, "fleet.yml")

@@ -30,10 +30,8 @@ import time
 
 import yaml
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from bench_faults import BIN, ENABLE, REPO, STATE, Fleet, log  # noqa: E402
+# bench_faults.py is next to this script, so on sys.path when it runs as a script.
+from bench_faults import BIN, ENABLE, REPO, STATE, Fleet, log
 
 OUT_DIR = os.path.join(REPO, "build", "bench")
 WORK = os.path.join(OUT_DIR, "controller")

@@ -39,16 +39,16 @@ import statistics
 import sys
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, ".cache", "collections"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "vllm_sim"))
+# The collection comes from the collections tree that `make bench-decisions` puts on PYTHONPATH; the
+# simulator is an installed package (tests/vllm_sim/pyproject.toml).
+from ansible_collections.jetson_llm.speculative.plugins.module_utils import _trial
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import DEFAULTS
+from vllm_sim import prompts
+from vllm_sim.calibration import DEVICES
+from vllm_sim.engine import simulate_run
+from vllm_sim.startup_time import startup_seconds
 
-from ansible_collections.jetson_llm.speculative.plugins.module_utils import _trial  # noqa: E402
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import DEFAULTS  # noqa: E402
-from vllm_sim import prompts  # noqa: E402
-from vllm_sim.calibration import DEVICES  # noqa: E402
-from vllm_sim.engine import simulate_run  # noqa: E402
-from vllm_sim.startup_time import startup_seconds  # noqa: E402
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 OUTPUT_TOKENS = 128
 PUBLISHED_PROMPTS = 50

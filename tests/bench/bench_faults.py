@@ -34,16 +34,13 @@ import urllib.error
 import urllib.request
 
 import yaml
+from jlfleet import ops
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 FLEET_DIR = os.path.join(REPO, "tests", "fleet")
-sys.path.insert(0, FLEET_DIR)
-
-from jlfleet import ops  # noqa: E402
-
-FLEET_PY = [sys.executable, os.path.join(FLEET_DIR, "fleet.py")]
 BIN = os.path.dirname(sys.executable)
+FLEET_PY = [os.path.join(BIN, "jlfleet")]
 BASE = os.path.join(FLEET_DIR, "faults.yml")
 OUT_DIR = os.path.join(REPO, "build", "bench")
 OUT = os.path.join(OUT_DIR, "faults.json")

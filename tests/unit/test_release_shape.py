@@ -8,6 +8,7 @@ import sys
 import tarfile
 
 import pytest
+import tomllib
 import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -73,3 +74,29 @@ def test_every_module_is_in_an_action_group():
         runtime = yaml.safe_load(handle)
     grouped = set(m for members in runtime["action_groups"].values() for m in members)
     assert set(_plugins("modules")) <= grouped, sorted(set(_plugins("modules")) - grouped)
+
+
+def _python_files():
+    for top, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("build", "__pycache__")]
+        for name in files:
+            if name.endswith(".py"):
+                yield os.path.join(top, name)
+
+
+def test_simulator_and_fleet_are_packages_not_path_edits():
+    """tests/vllm_sim and tests/fleet are Python packages with console scripts (`vllm`, `jlfleet`);
+    code that uses them imports the installed package and never edits sys.path to find it."""
+    for project, name, script in (("tests/vllm_sim", "jetson-llm-vllm-sim", "vllm"), ("tests/fleet", "jetson-llm-fleet", "jlfleet")):
+        with open(os.path.join(ROOT, project, "pyproject.toml"), "rb") as handle:
+            meta = tomllib.load(handle)
+        assert meta["project"]["name"] == name
+        assert script in meta["project"]["scripts"]
+    users = 0
+    for path in _python_files():
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        if re.search(r"^\s*(from|import) (vllm_sim|jlfleet)\b", text, re.M):
+            users += 1
+            assert not re.search(r"sys\.path\.(insert|append)", text), os.path.relpath(path, ROOT)
+    assert users >= 10

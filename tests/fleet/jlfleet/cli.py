@@ -114,7 +114,7 @@ def cmd_bench(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="fleet.py", description="Simulated Jetson fleet (run as root)")
+    parser = argparse.ArgumentParser(prog="jlfleet", description="Simulated Jetson fleet (run as root)")
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("validate", help="validate fleet descriptions without starting anything")
     p.add_argument("description", nargs="+")

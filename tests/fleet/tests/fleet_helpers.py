@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Helpers of the fleet tests: running fleet.py, ssh and HTTP to fleet hosts, Ansible environment."""
+"""Helpers of the fleet tests: running jlfleet, ssh and HTTP to fleet hosts, Ansible environment."""
 
 import os
 import subprocess
@@ -8,19 +8,19 @@ import time
 import urllib.error
 import urllib.request
 
+from jlfleet import config, ops
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 FLEET_DIR = os.path.dirname(HERE)
 REPO = os.path.dirname(os.path.dirname(FLEET_DIR))
-if FLEET_DIR not in sys.path:
-    sys.path.insert(0, FLEET_DIR)
 
-from jlfleet import config, ops  # noqa: E402
 
 __all__ = ["config", "ops"]
 
 CI_FLEET = os.path.join(FLEET_DIR, "ci.yml")
-FLEET_PY = [sys.executable, os.path.join(FLEET_DIR, "fleet.py")]
 BIN = os.path.dirname(sys.executable)
+# The fleet's console script (tests/fleet/pyproject.toml), installed in this virtual environment.
+FLEET_PY = [os.path.join(BIN, "jlfleet")]
 
 
 def fleet_cmd(*args, timeout=900):

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fleet descriptions, identity files, inventory layout and the L4T stubs (no root, nothing started)."""
 
+import importlib.metadata
 import os
 import subprocess
 
@@ -314,3 +315,12 @@ def test_nvpmodel_reads_the_status_file(tmp_path):
     (tmp_path / "status").write_text("pmode:0000 fmode:quiet\n")
     proc = run_stub(tmp_path, "-q", mode={"name": "MAXN", "id": 0})
     assert proc.stdout == "NV Power Mode: MAXN\n0\n"
+
+
+def test_jlfleet_command_is_this_trees_fleet():
+    """`make venv` installs tests/fleet in editable mode: the `jlfleet` command runs this tree's code."""
+    (script,) = [ep for ep in importlib.metadata.entry_points(group="console_scripts") if ep.name == "jlfleet"]
+    assert (script.value, script.dist.name) == ("jlfleet.cli:main", "jetson-llm-fleet")
+    assert os.path.dirname(os.path.abspath(config.__file__)) == os.path.join(FLEET_DIR, "jlfleet")
+    proc = fleet_cmd("--help")
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: jlfleet"), proc.stdout + proc.stderr

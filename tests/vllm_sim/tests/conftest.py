@@ -18,11 +18,10 @@ import time
 
 import pytest
 
-SIM_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if SIM_ROOT not in sys.path:
-    sys.path.insert(0, SIM_ROOT)
+from vllm_sim import zoo
 
-from vllm_sim import zoo  # noqa: E402
+# tests/vllm_sim: the simulator's project directory (its package is installed from here by `make venv`).
+SIM_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 GiB_KB = 1024 * 1024
 
@@ -68,7 +67,6 @@ def sim_env(tmp_path, hub_home):
             "HF_HUB_OFFLINE": "1",
             "VLLM_SIM_SETTINGS": str(settings_path),
             "VLLM_SIM_MEMINFO": str(meminfo),
-            "PYTHONPATH": SIM_ROOT,
             "PYTHONUNBUFFERED": "1",
         }
         env.update(extra or {})

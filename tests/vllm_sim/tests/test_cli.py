@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import pytest
 from conftest import SIM_ROOT, run_vllm
 
+import vllm_sim
 from vllm_sim import cli
 from vllm_sim.cli import ConfigFileError, parse_serve_args
 from vllm_sim.versions import Version
@@ -25,11 +27,19 @@ def test_version_default_and_configured(sim_env):
     assert proc.stdout == "0.14.0\n"
 
 
-def test_launcher_script_runs_without_pythonpath(sim_env):
+def test_console_script_is_this_trees_simulator():
+    """`make venv` installs tests/vllm_sim in editable mode: the `vllm` command runs this tree's code."""
+    (script,) = [ep for ep in importlib.metadata.entry_points(group="console_scripts") if ep.name == "vllm"]
+    assert script.value == "vllm_sim.cli:main"
+    assert script.dist.name == "jetson-llm-vllm-sim"
+    assert os.path.dirname(os.path.abspath(vllm_sim.__file__)) == os.path.join(SIM_ROOT, "vllm_sim")
+
+
+def test_console_script_runs_without_pythonpath(sim_env):
     env = sim_env({"version": "0.33.0"})
-    env.pop("PYTHONPATH")
+    assert "PYTHONPATH" not in env
     proc = subprocess.run(
-        [sys.executable, os.path.join(SIM_ROOT, "bin", "vllm"), "--version"],
+        [os.path.join(os.path.dirname(sys.executable), "vllm"), "--version"],
         env=env,
         capture_output=True,
         text=True,

@@ -158,10 +158,8 @@ def test_local_directory_and_revision(tmp_path):
 
 
 def test_zoo_command(tmp_path):
-    env = dict(os.environ, PYTHONPATH=SIM_ROOT)
     proc = subprocess.run(
         [sys.executable, "-m", "vllm_sim.zoo", "install", str(tmp_path), "--models", "Qwen/Qwen3-0.6B,Qwen/Qwen3-1.7B"],
-        env=env,
         capture_output=True,
         text=True,
         check=False,
@@ -170,11 +168,10 @@ def test_zoo_command(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["models--Qwen--Qwen3-0.6B", "models--Qwen--Qwen3-1.7B"]
     proc = subprocess.run(
         [sys.executable, "-m", "vllm_sim.zoo", "install", str(tmp_path), "--models", "nope/x"],
-        env=env,
         capture_output=True,
         text=True,
         check=False,
     )
     assert proc.returncode == 2 and "unknown model id(s): nope/x" in proc.stderr
-    listing = subprocess.run([sys.executable, "-m", "vllm_sim.zoo", "list"], env=env, capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run([sys.executable, "-m", "vllm_sim.zoo", "list"], capture_output=True, text=True, check=True).stdout
     assert "meta-llama/Llama-3.1-8B-Instruct\ttarget\t16060522496" in listing

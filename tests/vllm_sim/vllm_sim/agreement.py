@@ -28,8 +28,6 @@ import time
 from . import calibration, zoo
 from .engine import simulate_run
 
-SIM_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 # Fewer and shorter requests than the published-figure table: enough steps for a stable ratio at
 # noise 0, short enough for make test. Both sides use the same counts.
 OUTPUT_LEN = 128
@@ -108,7 +106,6 @@ class _Served:
             "HF_HOME": hf_home,
             "HF_HUB_OFFLINE": "1",
             "VLLM_SIM_SETTINGS": settings_path,
-            "PYTHONPATH": SIM_ROOT,
         }
         args = [sys.executable, "-m", "vllm_sim", "serve", target, "--host", "127.0.0.1", "--port", str(self.port)]
         args += ["--max-model-len", "4096", "--gpu-memory-utilization", "0.8"]

@@ -16,7 +16,8 @@ from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench.runn
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 SIM_DIR = os.path.join(ROOT, "tests", "vllm_sim")
 SIM_CLI = os.path.join(SIM_DIR, "vllm_sim", "cli.py")
-SIM_LAUNCHER = os.path.join(SIM_DIR, "bin", "vllm")
+# The simulator's console script (tests/vllm_sim/pyproject.toml), installed by `make venv`.
+SIM_LAUNCHER = os.path.join(os.path.dirname(sys.executable), "vllm")
 
 TARGET = "Qwen/Qwen3-1.7B"
 EAGLE = "AngelSlim/Qwen3-1.7B_eagle3"
@@ -45,10 +46,8 @@ def free_port():
 @pytest.fixture(scope="session")
 def hf_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("hf")
-    env = dict(os.environ, PYTHONPATH=SIM_DIR)
     subprocess.run(
         [sys.executable, "-m", "vllm_sim.zoo", "install", str(home / "hub"), "--models", TARGET, EAGLE],
-        env=env,
         check=True,
         capture_output=True,
         timeout=120,
@@ -80,12 +79,11 @@ class Sim:
         self.url = "http://127.0.0.1:%d" % self.port
         env = dict(
             os.environ,
-            PYTHONPATH=SIM_DIR,
             HF_HOME=str(hf_home),
             VLLM_SIM_SETTINGS=str(self.dir / "settings.json"),
             VLLM_SIM_MEMINFO=str(self.dir / "meminfo"),
         )
-        cmd = [sys.executable, SIM_LAUNCHER, "serve", TARGET, "--host", "127.0.0.1", "--port", str(self.port)]
+        cmd = [SIM_LAUNCHER, "serve", TARGET, "--host", "127.0.0.1", "--port", str(self.port)]
         self.log = open(self.dir / "log", "w")
         self.proc = subprocess.Popen([*cmd, *args], env=env, stdout=self.log, stderr=subprocess.STDOUT)
 
