@@ -68,6 +68,12 @@ options:
     description: How many of the last journal lines to return in RV(journal_tail).
     type: int
     default: 40
+  restarted_from:
+    description:
+      - The unit's C(ActiveState) just before the restart that this wait follows (the C(status.ActiveState)
+        that M(ansible.builtin.systemd_service) returns). With O(service), RV(restart_began_at) then
+        counts from the old run's stop (V(active)) or from the new run's start (any other state).
+    type: str
 notes:
   - Speculative and non-speculative servers are probed the same way; the collection's rollout uses
     the RV(cause) to walk its out-of-memory ladder.
@@ -129,6 +135,14 @@ started_at:
   description: When waiting began, in seconds since the epoch (the wait spans RV(started_at) to RV(started_at) + RV(elapsed)).
   returned: always
   type: float
+restart_began_at:
+  description:
+    - When the restart began by the device's clock, in seconds since the epoch, from systemd's monotonic
+      timestamps of the unit; null without O(service) or O(restarted_from), or when systemd has no such time.
+    - The restart spans RV(restart_began_at) to RV(started_at) + RV(elapsed), all on the device's clock, so a
+      controller whose clock is off does not change it.
+  returned: always
+  type: float
 journal_tail:
   description: Last lines of the journal of the unit's runs while waiting (only when not ready and O(service) is set).
   returned: always
@@ -153,6 +167,25 @@ def note_invocation(invocations, unit):
     inv = (unit or {}).get("InvocationID") or ""
     if inv and inv not in invocations:
         invocations.append(inv)
+
+
+def restart_began(unit, restarted_from, now, monotonic_now):
+    """When the restart began, by the device's clock (seconds since the epoch), or None.
+
+    A unit that was active began its restart when it left the active state (the old run's stop); any
+    other unit when it left the inactive state (the new run's start). systemd's monotonic timestamps
+    (microseconds since boot) are turned into the epoch with this process's own two clocks.
+    """
+    if not unit or not restarted_from:
+        return None
+    key = "ActiveExitTimestampMonotonic" if restarted_from in ("active", "reloading", "deactivating") else "InactiveExitTimestampMonotonic"
+    value = str(unit.get(key) or "")
+    if not value.isdigit() or int(value) <= 0:
+        return None
+    ago = monotonic_now - int(value) / 1e6
+    if ago < 0:
+        return None
+    return round(now - ago, 3)
 
 
 def journal_command(journalctl, service, invocations, since=None):
@@ -187,7 +220,8 @@ class Waiter:
                 self.systemctl,
                 "show",
                 "-p",
-                "ActiveState,SubState,NRestarts,Result,ExecMainStatus,ActiveEnterTimestamp,InvocationID",
+                "ActiveState,SubState,NRestarts,Result,ExecMainStatus,ActiveEnterTimestamp,InvocationID,"
+                "ActiveExitTimestampMonotonic,InactiveExitTimestampMonotonic",
                 self.params["service"],
             ]
         )
@@ -204,6 +238,7 @@ class Waiter:
         start = time.time()
         deadline = start + p["timeout"]
         first = self.unit_state()
+        began = restart_began(first, p["restarted_from"], time.time(), time.monotonic())
         restarts0 = first.get("NRestarts")
         # Every run of the unit seen while waiting (systemd restarts it on failure): the journal is
         # read by these invocation ids, so the device's clock and the controller's never matter.
@@ -228,6 +263,7 @@ class Waiter:
         elapsed = round(time.time() - start, 3)
         result = {
             "started_at": round(start, 3),
+            "restart_began_at": began,
             "ready": last["state"] == "ready",
             "state": "ready" if last["state"] == "ready" else (stop_state or last["state"]),
             "cause": None,
@@ -271,6 +307,7 @@ def main():
             since=dict(type="float"),
             fail_on_not_ready=dict(type="bool", default=True),
             journal_lines=dict(type="int", default=40),
+            restarted_from=dict(type="str"),
         ),
         supports_check_mode=True,
     )

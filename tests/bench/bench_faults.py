@@ -407,12 +407,45 @@ def row_corrupt_state(fleet, work, ctx):
     return run(work, "faulted")
 
 
-@row("clock-skew", ["f-orin-1", "f-orin-2"], cause=r".")
+@row("clock-skew", ["f-orin-1", "f-orin-2"], cause=r"keep|revert")
 def row_clock_skew(fleet, work, ctx):
+    """The devices' clocks 3 h behind the controller's for the faulted run, 3 h ahead for the re-runs.
+
+    The hosts share the kernel's clock, so the skew is put on the controller (this machine's clock is
+    never touched): ansible-playbook and everything it starts, ssh included, run under libfaketime.
+    Monotonic time is faked along with the wall clock (libfaketime's default); with
+    FAKETIME_DONT_FAKE_MONOTONIC=1, libfaketime 0.9.10 shifts the deadline of clock_nanosleep anyway and
+    Python's time.sleep fails with EINVAL. Handled when the run decides the device as without the skew
+    (keep or revert, recorded and served), the report's restart windows are timed on the device's clock
+    (none negative or hours long) and the re-runs under the opposite skew change nothing.
+    """
     if not shutil.which("faketime"):
         raise RuntimeError("faketime is not installed (apt-get install faketime)")
-    env = {"FAKETIME_DONT_FAKE_MONOTONIC": "1"}
-    return run(work, "faulted", prefix=("faketime", "-f", "+3h"), env_extra=env)
+    ahead, behind = ("faketime", "-f", "+3h"), ("faketime", "-f", "-3h")
+    probe = [sys.executable, "-c", "import time; time.sleep(0.01); print(time.time())"]
+    skews = []
+    for prefix in (ahead, behind):
+        seen = subprocess.run([*prefix, *probe], capture_output=True, text=True, check=False)
+        skews.append(round(float(seen.stdout) - time.time()) if seen.returncode == 0 else seen.stderr.strip()[-200:])
+    ctx["detail"]["controller_clock_offset_s"] = {"faulted run": skews[0], "re-runs": skews[1]}
+    if not all(isinstance(x, int) and abs(abs(x) - 10800) < 60 for x in skews):
+        raise RuntimeError("faketime does not shift the controller's clock by 3 h: %r" % (skews,))
+    ctx["rerun_kw"] = {"prefix": behind}
+    r = run(work, "faulted", prefix=ahead)
+    decision, problem = fleet.record(FAULTED)
+    ctx["detail"]["decision"] = decision
+    # the report's restart windows: both ends on the device's clock, so none may run backwards or last hours
+    restarts = []
+    try:
+        with open(os.path.join(r.report_dir, "latest.json")) as f:
+            for h in json.load(f).get("hosts", []):
+                restarts += [end - start for kind, start, end in h.get("intervals") or [] if kind == "restart"]
+    except (OSError, ValueError) as exc:
+        ctx["detail"]["report"] = str(exc)
+    bad = [round(d, 1) for d in restarts if not 0 < d < RUN_TIMEOUT]
+    ctx["detail"]["restart_windows"] = {"count": len(restarts), "seconds": round(sum(restarts), 1), "out_of_range": bad}
+    ctx["handled"] = r.rc == 0 and problem is None and decision in ("keep", "revert") and bool(restarts) and not bad
+    return r
 
 
 @row("missing-image", ["f-orin-1", "f-docker"], cause=r"image|manifest|not found|pull|v0\.99")
@@ -517,8 +550,9 @@ def run_row(name, work_root):
             ctx["clear"]()
         # as a user re-runs: the same report directory, so that the second run's fetch of an unchanged
         # record changes nothing on the controller either
-        rerun1 = run(work, "rerun-1", timeout=RUN_TIMEOUT, report="rerun")
-        rerun2 = run(work, "rerun-2", timeout=RUN_TIMEOUT, report="rerun")
+        rerun_kw = ctx.get("rerun_kw", {})
+        rerun1 = run(work, "rerun-1", timeout=RUN_TIMEOUT, report="rerun", **rerun_kw)
+        rerun2 = run(work, "rerun-2", timeout=RUN_TIMEOUT, report="rerun", **rerun_kw)
         devices = set(spec["hosts"])
         changed = {h: c["changed"] for h, c in rerun2.recap().items() if h in devices and c["changed"]}
         result["rerun_converged"] = rerun1.rc == 0 and rerun2.rc == 0 and not changed

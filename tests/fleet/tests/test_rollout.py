@@ -157,6 +157,18 @@ def test_no_host_ran_out_of_spec(results):
     assert benchmarked and set(shares) == set(benchmarked), ("hosts without the simulator's lag", set(benchmarked) - set(shares))
 
 
+def test_restarts_are_timed_on_the_devices_clock(results):
+    """Every restart window of the report runs from systemd's time of the unit's stop or start to the end of
+    the readiness wait, both on the device's clock: positive, shorter than the run, and there is one per start."""
+    restarted = 0
+    for host, r in results.items():
+        windows = [(start, end) for kind, start, end in r.get("intervals") or [] if kind == "restart"]
+        restarted += bool(windows)
+        for start, end in windows:
+            assert 0 < end - start < 900, (host, start, end)
+    assert restarted >= 6, "hosts with timed restarts: %d" % restarted
+
+
 def test_every_host_serves_its_decided_configuration(rollout, results):
     for host, (outcome, _why) in EXPECTED.items():
         r = results[host]
