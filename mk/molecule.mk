@@ -38,7 +38,7 @@ molecule: collections molecule-image  ## Molecule scenarios of the roles (about 
 	  summary="$$summary$$(printf '  %-12s %-7s %5d s   %s' $$s $$result $$(( $$(date +%s) - t0 )) "$${tests:-no verifier run}")\n"; \
 	  if [ "$$(findmnt -no OPTIONS /sys/fs/cgroup)" != "$$cg_before" ]; then \
 	    echo "!!! /sys/fs/cgroup mount options changed during scenario $$s: $$cg_before -> $$(findmnt -no OPTIONS /sys/fs/cgroup)" >&2; \
-	    echo "!!! see ../shared/reference/test-fleet.md section 1 for the recovery" >&2; exit 3; \
+	    echo "!!! see docs/devel/fleet.md, section Safety, for the recovery" >&2; exit 3; \
 	  fi; \
 	done; \
 	$(MOLECULE_CLEAN); \

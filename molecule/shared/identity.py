@@ -84,7 +84,7 @@ def expected_platform(host):
         "ulimits": ULIMITS,
     }
     if host.variant == "docker":
-        # test-fleet.md section 1: privileged only with a private cgroup namespace, and no cgroup mount.
+        # docs/devel/fleet.md, "Safety": privileged only with a private cgroup namespace, and no cgroup mount.
         want["privileged"] = True
         want["extra_opts"] = ["--cgroupns=private", "--stop-timeout=3", "--no-hosts"]
     else:
@@ -113,11 +113,11 @@ def check_platforms(platforms, hosts, volumes):
                 % (host.name, "\n      - ".join(volumes[host.name]), "\n      - ".join(have))
             )
         if plat.get("privileged") and "--cgroupns=private" not in (plat.get("extra_opts") or []):
-            problems.append("platform %s: privileged only with --cgroupns=private (test-fleet.md section 1)" % host.name)
+            problems.append("platform %s: privileged only with --cgroupns=private (docs/devel/fleet.md, Safety)" % host.name)
         if host.variant != "docker" and plat.get("privileged"):
             problems.append("platform %s: only container-capable hosts run privileged" % host.name)
         if any(":/sys/fs/cgroup" in v for v in have):
-            problems.append("platform %s: never mount /sys/fs/cgroup into a host (test-fleet.md section 1)" % host.name)
+            problems.append("platform %s: never mount /sys/fs/cgroup into a host (docs/devel/fleet.md, Safety)" % host.name)
         for key in ("cgroupns", "pid_mode"):
             if key in plat:
                 problems.append("platform %s: %s is not allowed" % (host.name, key))

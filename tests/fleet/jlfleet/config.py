@@ -22,7 +22,7 @@ BUILD_DIR = os.path.join(STATE, "build")
 FLEET_STATE = os.path.join(STATE, "fleet")  # the running fleet: key, ssh_config, hosts, state.json
 MACHINE_STATE = os.path.join(STATE, "machine.json")  # what existed before the first fleet-up
 
-# Network plan (test-fleet.md section 9): a private bridge, no NAT, no default route.
+# Network plan: a private bridge, no NAT, no default route (docs/devel/fleet.md, "Safety").
 BRIDGE = "jlfbr0"
 SUBNET_PREFIX = "10.200.0."
 BRIDGE_ADDR = SUBNET_PREFIX + "1"
@@ -37,8 +37,8 @@ HOST_IMAGE = "localhost/jetson-llm/host"
 DOCKER_IMAGE = "localhost/jetson-llm/host-docker"
 ROOTFS_IMAGE = "localhost/jetson-llm/rootfs"
 
-# Packages of the base root filesystem (test-fleet.md section 7) and of the container-capable
-# variant (section 14). The cache key of each tarball is a hash of these lists.
+# Packages of the base root filesystem (debootstrap of Debian 12) and of the container-capable
+# variant (docker inside the host, docs/devel/fleet.md "Container-capable hosts"). The cache key of each tarball is a hash of these lists.
 BASE_PACKAGES = [
     "python3",
     "python3-apt",
@@ -59,7 +59,7 @@ JETSON_VLLM_IMAGE = "ghcr.io/nvidia-ai-iot/vllm:r36.4-jetson-orin"
 
 
 def podman_env():
-    """Environment variables that point podman at the fleet's private configuration (section 6)."""
+    """Environment variables that point podman at the fleet's private configuration (docs/devel/fleet.md, "Images and state")."""
     conf = os.path.join(PODMAN_DIR, "conf")
     return {
         "CONTAINERS_CONF": os.path.join(conf, "containers.conf"),

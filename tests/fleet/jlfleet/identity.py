@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Per-host Jetson identity files (test-fleet.md section 11) and the fake nvidia-l4t-core package."""
+"""Per-host Jetson identity files (device tree, L4T release, boot control, meminfo, nvpmodel) and the fake nvidia-l4t-core package."""
 
 import json
 import os

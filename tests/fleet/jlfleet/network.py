@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Bridge, one network namespace per host and veth pairs (test-fleet.md section 9).
+"""Bridge, one network namespace per host and veth pairs (docs/devel/fleet.md).
 
 No NAT and no default route: fleet traffic stays on 10.200.0.0/24.
 """

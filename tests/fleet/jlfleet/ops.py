@@ -34,7 +34,7 @@ def check_tools(need_debootstrap=False):
 
 
 def write_podman_config():
-    """Private podman configuration (test-fleet.md section 6): runc, cgroupfs, limits, no registries."""
+    """Private podman configuration: runc, cgroupfs, limits, no registries (docs/devel/fleet.md, "Images and state")."""
     d = config.PODMAN_DIR
     for sub in ("root", "run", "tmp", "conf"):
         os.makedirs(os.path.join(d, sub), exist_ok=True)
@@ -88,7 +88,7 @@ def check_cgroup(st):
     if now != st["cgroup_options"]:
         return (
             "!!! /sys/fs/cgroup mount options CHANGED: recorded %r before the fleet started, now %r.\n"
-            "!!! A container altered the host's cgroup tree (test-fleet.md section 1). Restore with\n"
+            "!!! A container altered the host's cgroup tree (docs/devel/fleet.md, Safety). Restore with\n"
             "!!!   mount -o remount,%s /sys/fs/cgroup\n"
             "!!! then remove stray directories and v1 hierarchies it created." % (st["cgroup_options"], now, st["cgroup_options"])
         )
@@ -207,7 +207,7 @@ def _podman_run_args(host, fleet_hosts, hostdir, mounts, image):
         "-v", "%s:/root/.ssh/authorized_keys:ro" % os.path.join(config.FLEET_STATE, "authorized_keys"),
     ]  # fmt: skip
     # A generated /etc/hosts (every fleet host, no entries copied from the machine) in place of
-    # --add-host: the host's own name resolves without DNS (test-fleet.md section 9.3).
+    # --add-host: the host's own name resolves without DNS (the fleet has no DNS server).
     hosts_file = os.path.join(hostdir, "hosts")
     write_file(
         hosts_file,

@@ -37,7 +37,7 @@ def bench(device, target, spec, concurrency, seed=11, **kw):
 
 @pytest.mark.parametrize("row", CALIBRATION, ids=[row[0] for row in CALIBRATION])
 def test_calibration_against_published_jetson_figures(row):
-    """Simulated speedup within the stated tolerance of the published one (vllm.md 8.3), in virtual time."""
+    """Simulated speedup within the stated tolerance of the published one (the figures of vllm_sim.calibration), in virtual time."""
     _label, device, target, head, k, conc, base_pub, spec_pub, _asserted = row
     base, spec = calibration.run_pair(device, target, head, k, conc)
     simulated = spec["output_throughput"] / base["output_throughput"]

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``--speculative-config`` validation per vLLM version (vllm.md section 2)."""
+"""``--speculative-config`` validation per vLLM version (``vllm/config/speculative.py`` of each release)."""
 
 import copy
 from typing import Literal, Optional

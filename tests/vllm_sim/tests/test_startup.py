@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Start-up failures: every error text, where it is printed and the exit code (vllm.md section 6)."""
+"""Start-up failures: every error text, where it is printed and the exit code (README.md, section 6)."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def test_kv_cache_too_small_for_max_model_len(sim_env):
 
 
 def test_speculator_counts_against_the_budget(sim_env, start_server):
-    """The budget that fits the target alone fails once a draft model is added (vllm.md 6.1)."""
+    """The budget that fits the target alone fails once a draft model is added (vLLM's free-memory check at start-up)."""
     env = sim_env({"version": "0.20.0"}, total_gib=18.0, available_gib=17.5)
     args = [LLAMA, "--gpu-memory-utilization", "0.95", "--max-model-len", "2048"]
     server = start_server(args, env)

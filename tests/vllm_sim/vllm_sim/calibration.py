@@ -2,8 +2,8 @@
 """Published Jetson speculative-decoding figures and the simulator's figures for the same setups.
 
 ``python3 -m vllm_sim.calibration`` prints the table (virtual time, a few seconds of CPU).
-Sources: project reference vllm.md 8.3. The Thor FP4 row is vLLM; the others are TensorRT Edge-LLM
-(tree drafting), which the simulator approximates with vLLM's chain drafting.
+Sources: the Thor FP4 row is vLLM (NVIDIA-AI-IOT/jetson-ai-lab, ``workshop-gtc-dc-2025.md``); the others are
+TensorRT Edge-LLM's performance benchmarks (``NVIDIA/TensorRT-Edge-LLM``, tree drafting), which the simulator approximates with vLLM's chain drafting.
 """
 
 from __future__ import annotations

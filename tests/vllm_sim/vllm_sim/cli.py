@@ -269,7 +269,7 @@ def _config_args(path, parser):
 
 
 def expand_config(args, parser):
-    """Insert a ``--config`` file's options right after the model (vllm.md section 3)."""
+    """Insert a ``--config`` file's options right after the model (vLLM's ``FlexibleArgumentParser``: command line > file > defaults)."""
     if "--config" not in args:
         return args
     if args.count("--config") > 1:

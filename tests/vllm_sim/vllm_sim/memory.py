@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Unified-memory budget at startup (vllm.md 6.1-6.3, jetson.md 5.3) and optional accounting.
+"""Unified-memory budget at startup (vLLM's start-up memory checks on unified memory; README.md, section 6) and optional accounting.
 
 Jetson GPUs share system memory: vLLM reads total memory as ``MemTotal`` and free memory as
 ``MemAvailable`` (0.11.2+; ``MemFree`` before, where page cache counts as used). It requests

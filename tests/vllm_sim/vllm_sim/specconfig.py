@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``--speculative-config`` validation per vLLM version (vllm.md, section 2).
+"""``--speculative-config`` validation per vLLM version (``vllm/config/speculative.py`` of each release; README.md, section 5).
 
 ``build(raw, version, target, target_tp, resolve)`` returns a :class:`SpecPlan` or raises
 :class:`~vllm_sim.errors.VllmError` with vLLM's exception type and text.
@@ -89,7 +89,7 @@ _MTP_0112 = [
 
 
 def method_choices(version) -> list:
-    """Accepted ``method`` literals, in vLLM's order (vllm.md 2.2)."""
+    """Accepted ``method`` literals, in vLLM's order (the ``SpeculativeMethod`` literal of each release)."""
     if version < (0, 10, 2):
         return ["ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "draft_model", "deepseek_mtp"]
     if version < (0, 11, 0):
@@ -262,7 +262,7 @@ def _sim_unsupported(method):
 
 
 def infer_method(version, model_name, draft):
-    """Method chosen by vLLM when the JSON has a ``model`` but no ``method`` (vllm.md 2.7)."""
+    """Method chosen by vLLM when the JSON has a ``model`` but no ``method`` (``SpeculativeConfig.__post_init__`` of each release)."""
     name = model_name.lower()
     archs = " ".join(draft.architectures).lower() if draft is not None else ""
     model_type = draft.model_type if draft is not None else ""

@@ -57,7 +57,7 @@ class Version:
     def __ge__(self, other) -> bool:
         return self.key >= self._other(other)
 
-    # Version-dependent facts (vllm.md sections 2, 5, 6).
+    # Version-dependent facts: --speculative-config fields, metrics and start-up behaviour (README.md, sections 5, 6 and 8).
 
     @property
     def process_prefixes(self) -> bool:

