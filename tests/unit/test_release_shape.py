@@ -100,3 +100,23 @@ def test_simulator_and_fleet_are_packages_not_path_edits():
             users += 1
             assert not re.search(r"sys\.path\.(insert|append)", text), os.path.relpath(path, ROOT)
     assert users >= 10
+
+
+def test_no_file_points_at_reference_files_outside_the_repository():
+    """Comments, messages and docs state a fact or cite a file of the repository, never a reference file that
+    readers of the repository do not have."""
+    outside = re.compile("shared" + "/reference|" + r"\b(vllm|jetson|test-fleet)\.md\b")  # split so that this line does not match
+    kinds = (".py", ".md", ".yml", ".yaml", ".mk", ".sh", ".j2", ".toml", ".cfg", ".ini")
+    checked, found = 0, []
+    for top, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("build", "__pycache__")]
+        for name in files:
+            if name.endswith(kinds) or name == "Makefile":
+                path = os.path.join(top, name)
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    for number, line in enumerate(handle, 1):
+                        if outside.search(line):
+                            found.append("%s:%d" % (os.path.relpath(path, ROOT), number))
+                checked += 1
+    assert checked > 200
+    assert found == []
