@@ -40,7 +40,6 @@ from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.c
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.versions import (
     L4T_MEMORY_RELEASE,
     L4T_ORIN_VLLM,
-    SPEC_FIELDS_NEVER,
     V_DRAFT_MODEL,
     V_EAGLE3_ANY_FAMILY,
     V_EAGLE3_AUTO,
@@ -51,8 +50,8 @@ from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.v
     V_UMA_MEMORY,
     _at_least,
     _fmt_version,
+    emitted_fields,
     parse_version,
-    spec_fields,
 )
 
 # NVIDIA's Jetson guidance: lower --gpu-memory-utilization by ~0.05 versus the non-speculative baseline and
@@ -582,5 +581,5 @@ def speculative_config(plan_result, vllm_version, host=""):
         ("num_speculative_tokens", k),
         ("draft_tensor_parallel_size", dtp),
     )
-    fields = spec_fields(version)
-    return dict((key, value) for key, value in wanted if key in fields and key not in SPEC_FIELDS_NEVER and "-" not in key)
+    fields = emitted_fields(version)
+    return dict((key, value) for key, value in wanted if key in fields and "-" not in key)

@@ -86,6 +86,18 @@ SPEC_FIELDS_BOUNDED = {
     "fly_window_size": ((0, 33, 0), None),
     "fly_entropy_threshold": ((0, 33, 0), None),
     "fly_entropy_top_k": ((0, 33, 0), None),
+    # 0.34.0 (vllm/config/speculative.py of the 0.34.0 wheel): a registered method lands in custom_method.
+    "draft_decode_context_parallel_size": ((0, 34, 0), None),
+    "suffix_decoding_corpus_tokens": ((0, 34, 0), None),
+    "speculator_options": ((0, 34, 0), None),
+    "custom_method": ((0, 34, 0), None),
+}
+# Fields a release still accepts but no longer reads (first release where the field has no effect):
+# known to spec_fields, never emitted from that release on.
+SPEC_FIELDS_NO_EFFECT = {
+    "parallel_drafting": (0, 34, 0),
+    "suffix_decoding_max_spec_factor": (0, 34, 0),
+    "suffix_decoding_min_token_prob": (0, 34, 0),
 }
 # Never emitted, whatever the version: disable_by_batch_size is a no-op up to 0.16 and fatal from 0.17;
 # tensor_parallel_size is only accepted to raise an error.
@@ -119,6 +131,15 @@ def spec_fields(version):
         if _at_least(version, first) and (removed is None or not _at_least(version, removed)):
             fields.add(key)
     return frozenset(fields)
+
+
+def emitted_fields(version):
+    """The keys the collection may write for vLLM ``version``: known to it, read by it, never a no-op or fatal key."""
+    return frozenset(
+        key
+        for key in spec_fields(version)
+        if key not in SPEC_FIELDS_NEVER and not (key in SPEC_FIELDS_NO_EFFECT and _at_least(version, SPEC_FIELDS_NO_EFFECT[key]))
+    )
 
 
 def _fmt_version(version):

@@ -86,6 +86,10 @@ def test_method_literal_lists_follow_the_releases():
     assert "suffix" in specconfig.method_choices(Version("0.11.2"))
     v033 = specconfig.method_choices(Version("0.33.0"))
     assert "medusa" not in v033 and "mlp_speculator" not in v033 and "eagle3" in v033
+    v034 = specconfig.method_choices(Version("0.34.0"))
+    assert "custom_class" in v033 and "custom_class" not in v034
+    assert {"qwen3_5_mtp", "nemotron_h_mtp", "gemma4_mtp"} <= set(v034) and "qwen3_5_mtp" not in v033
+    assert set(v033) - {"custom_class"} <= set(v034)
 
 
 def test_unknown_method_is_a_pydantic_literal_error():
@@ -113,6 +117,19 @@ def test_suffix_needs_arctic_inference():
     err = fails({"method": "suffix"}, "0.20.0")
     assert err.exc_type == "ImportError"
     assert err.message.startswith("Arctic Inference is required for suffix decoding")
+
+
+def test_suffix_is_built_in_from_0_34():
+    """0.34 imports no arctic-inference: suffix is valid there (and not simulated), custom_class is refused."""
+    err = fails({"method": "suffix"}, "0.34.0")
+    assert err.exc_type == "NotImplementedError" and "'suffix' is valid for this vLLM version but is not simulated" in err.message
+    assert "literal_error" in fails({"method": "custom_class"}, "0.34.0").message
+
+
+@pytest.mark.parametrize("key", ["draft_decode_context_parallel_size", "suffix_decoding_corpus_tokens", "speculator_options", "custom_method"])
+def test_keys_new_in_0_34(key):
+    assert key in specconfig.fields_for(Version("0.34.0"))
+    assert key not in specconfig.fields_for(Version("0.33.0"))
 
 
 # --------------------------------------------------------------------------- unknown keys

@@ -62,6 +62,11 @@ BOUNDED_FIELDS = {
     "fly_window_size": ((0, 33, 0), None),
     "fly_entropy_threshold": ((0, 33, 0), None),
     "fly_entropy_top_k": ((0, 33, 0), None),
+    # 0.34.0: a method registered with register_speculative_method lands in custom_method.
+    "draft_decode_context_parallel_size": ((0, 34, 0), None),
+    "suffix_decoding_corpus_tokens": ((0, 34, 0), None),
+    "speculator_options": ((0, 34, 0), None),
+    "custom_method": ((0, 34, 0), None),
 }
 
 # Fields set by vLLM itself; passing them from the JSON is not an "unknown key".
@@ -86,6 +91,8 @@ _MTP_0112 = [
     "mtp",
     "pangu_ultra_moe_mtp",
 ]
+# model-specific aliases named in the 0.34.0 release (still rewritten to mtp)
+_MTP_0340 = ("qwen3_5_mtp", "nemotron_h_mtp", "gemma4_mtp")
 
 
 def method_choices(version) -> list:
@@ -119,6 +126,10 @@ def method_choices(version) -> list:
             "longcat_flash_mtp",
             "mtp",
         ]
+    if version >= (0, 34, 0):
+        # custom_class is gone (a registered method lands in the custom_method field)
+        base = ["ngram", "draft_model", "suffix", "eagle", "eagle3", "extract_hidden_states", "dflash", "ngram_gpu", "dspark", "mtp"]
+        return base + [m for m in _MTP_0112 if m != "mtp"] + list(_MTP_0340)
     if version >= (0, 33, 0):
         base = ["ngram", "draft_model", "suffix", "custom_class", "eagle", "eagle3", "extract_hidden_states"]
         base += ["dflash", "ngram_gpu", "dspark", "mtp"]
@@ -396,7 +407,9 @@ def build(raw, version, target, target_tp, resolve, shortcuts=None):
             raise _value_error(text, kwargs, version)
     if model_name in ("ngram", "[ngram]") and method is None:
         method = "ngram"
-    if method == "suffix":
+    # Up to 0.33 suffix decoding needs the arctic-inference package; 0.34 has it built in (then it is
+    # valid, and reported as not simulated below).
+    if method == "suffix" and version < (0, 34, 0):
         raise VllmError(
             "ImportError",
             "Arctic Inference is required for suffix decoding. Install via `pip install arctic-inference`.",

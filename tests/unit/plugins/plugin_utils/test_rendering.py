@@ -11,7 +11,7 @@ from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering 
 from hypothesis import given
 from hypothesis import strategies as st
 
-# Every vLLM release from 0.10.0 to 0.33.0 on PyPI (0.21.0 has no wheel).
+# Every vLLM release from 0.10.0 to 0.34.0 on PyPI (0.21.0 has no wheel).
 VERSIONS = [
     "0.10.0",
     "0.10.1.1",
@@ -39,6 +39,7 @@ VERSIONS = [
     "0.31.0",
     "0.32.0",
     "0.33.0",
+    "0.34.0",
 ]
 
 EAGLE_PLAN = {
@@ -90,10 +91,38 @@ SERVE = {
         ("0.33.0", "fly_window_size", True),
         ("0.10.0", "draft_tensor_parallel_size", True),
         ("0.33.0", "draft_tensor_parallel_size", True),
+        ("0.33.0", "speculator_options", False),
+        ("0.34.0", "speculator_options", True),
+        ("0.34.0", "draft_decode_context_parallel_size", True),
+        ("0.34.0", "suffix_decoding_corpus_tokens", True),
+        ("0.34.0", "custom_method", True),
+        ("0.34.0", "parallel_drafting", True),
+        ("0.34.0", "num_speculative_tokens_per_batch_size", True),
     ],
 )
 def test_spec_fields_per_version(version, key, present):
     assert (key in versions.spec_fields(versions.parse_version(version))) is present
+
+
+@pytest.mark.parametrize(
+    ("version", "key", "emitted"),
+    [
+        ("0.33.0", "parallel_drafting", True),
+        ("0.34.0", "parallel_drafting", False),  # accepted by 0.34.0, but without effect
+        ("0.33.0", "suffix_decoding_max_spec_factor", True),
+        ("0.34.0", "suffix_decoding_max_spec_factor", False),
+        ("0.34.0", "suffix_decoding_min_token_prob", False),
+        ("0.34.0", "suffix_decoding_max_tree_depth", True),
+        ("0.34.0", "speculator_options", True),
+        ("0.16.0", "disable_by_batch_size", False),  # a no-op up to 0.16, fatal from 0.17
+        ("0.20.0", "tensor_parallel_size", False),  # only accepted to raise an error
+        ("0.20.0", "num_speculative_tokens", True),
+    ],
+)
+def test_emitted_fields_leave_out_no_ops_and_fatal_keys(version, key, emitted):
+    parsed = versions.parse_version(version)
+    assert (key in versions.emitted_fields(parsed)) is emitted
+    assert versions.emitted_fields(parsed) <= versions.spec_fields(parsed)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -106,7 +135,7 @@ def test_speculative_config_only_has_keys_the_version_knows(version, plan):
         return
     config = planner.speculative_config(plan, version)
     assert config["method"] == plan["method"]  # always explicit: vLLM infers it from the model name, differently per release
-    assert set(config) <= versions.spec_fields(parsed)
+    assert set(config) <= versions.emitted_fields(parsed) <= versions.spec_fields(parsed)
     assert not set(config) & {"disable_by_batch_size", "tensor_parallel_size"}
     assert not any("-" in key for key in config)
     assert config == {
