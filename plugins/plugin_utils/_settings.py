@@ -341,6 +341,9 @@ _PAIRS = (
 
 _SPECS = {}
 
+# Facts a role returns (set by its entry points; documented in its argument specs): never a setting.
+RESULTS = {"vllm_server": ("vllm_server_result",)}
+
 
 def role_spec(role):
     """The options of a role's ``main`` entry point, read from its argument specs."""
@@ -441,6 +444,12 @@ def check_role(role, values, host=""):
     values = dict((str(key), _plain(value)) for key, value in dict(values).items())
     errors = []
     for variable in sorted(values):
+        if variable in RESULTS.get(role, ()):
+            errors.append(
+                "{}{}: is the result the {} role returns (each of its entry points sets it), not a setting; "
+                "remove it from the inventory and the extra vars".format("host {}: ".format(host) if host else "", variable, role)
+            )
+            continue
         if role_of(variable) == role and variable not in spec:
             close = [known for known in sorted(spec) if known.split("_")[-1] == variable.split("_")[-1]]
             errors.append(

@@ -63,7 +63,7 @@ def test_the_trials_benchmark_sends_the_users_prompts(tmp_path, sim):
             "gather_facts": False,
             "vars": {
                 "vllm_server_model": _sim.TARGET,
-                "__vllm_server_url": server.url,
+                "vllm_server_result": {"url": server.url},
                 "speculative_decoding_state_dir": str(state_dir),
                 "speculative_decoding_prompts_file": str(prompts),
                 "speculative_decoding_num_warmups": 1,

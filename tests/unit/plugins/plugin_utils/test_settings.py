@@ -61,6 +61,15 @@ def test_unknown_variables_with_the_role_prefix_are_refused():
     assert errors == ["host h: vllm_server_prot: unknown variable of the vllm_server role; see its meta/argument_specs.yml"]
 
 
+def test_the_roles_result_given_as_a_setting_is_refused():
+    # vllm_server_result is what the role returns; a value from the inventory or -e would shadow the role's own
+    errors = _settings.check_role("vllm_server", dict(GOOD, vllm_server_result={"ready": True}), host="h")
+    assert errors == [
+        "host h: vllm_server_result: is the result the vllm_server role returns (each of its entry points sets it), "
+        "not a setting; remove it from the inventory and the extra vars"
+    ]
+
+
 def test_required_and_typed():
     errors = _settings.check_role("vllm_server", {"vllm_server_port": True}, host="h")
     assert "host h: vllm_server_model='(unset)' is not allowed; expected a value: this setting is required" in errors
