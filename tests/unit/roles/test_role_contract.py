@@ -61,6 +61,9 @@ def test_other_roles_include_vllm_server_by_entry_point_not_by_path():
     assert by_path == []
 
 
+BINDING_ONLY = {"handlers"}  # entry points that set no result
+
+
 def _tasks(items):
     for item in items or []:
         if isinstance(item, dict):
@@ -76,6 +79,8 @@ def test_every_vllm_server_entry_point_sets_the_public_result():
     assert {"main", "facts", "configure", "snapshot", "restart", "restore", "live", "verify"} <= set(entry_points)
     missing = []
     for entry in entry_points:
+        if entry in BINDING_ONLY:
+            continue
         with open(os.path.join(tasks_dir, entry + ".yml"), encoding="utf-8") as handle:
             tasks = list(_tasks(yaml.safe_load(handle)))
         steps = [t["vars"]["__vllm_server_step"] for t in tasks if t.get("ansible.builtin.import_tasks") == "result.yml"]
@@ -85,6 +90,40 @@ def test_every_vllm_server_entry_point_sets_the_public_result():
         elif steps[-1] != ("apply" if entry == "main" else entry):
             missing.append("%s (last step %s)" % (entry, steps[-1]))
     assert missing == []
+
+
+def test_the_binding_entry_point_changes_nothing_and_precedes_every_revert_flush():
+    """``handlers`` only binds the role's handlers (a no-op), and every flush that may run the revert
+    handler comes right after an unconditional include of it: otherwise the restore runs as the handler
+    copy of the latest conditional include, under its conditions (the restore skipped, the device left
+    serving speculation)."""
+    with open(os.path.join(ROOT, "roles", "vllm_server", "tasks", "handlers.yml"), encoding="utf-8") as handle:
+        tasks = list(_tasks(yaml.safe_load(handle)))
+    assert [t.get("ansible.builtin.meta") for t in tasks] == ["noop"]
+    flushes = 0
+    for path in _yaml_files(os.path.join("roles", "speculative_decoding", "tasks")):
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        if "notify: revert speculative decoding" not in text:
+            continue
+        for items in _task_lists(yaml.safe_load(text)):
+            for index, task in enumerate(items):
+                if task.get("ansible.builtin.meta") != "flush_handlers":
+                    continue
+                flushes += 1
+                before = items[index - 1] if index else {}
+                include = before.get("ansible.builtin.include_role") or {}
+                assert include.get("tasks_from") == "handlers.yml" and "when" not in before, (path, task.get("name"))
+    assert flushes >= 2
+
+
+def _task_lists(items):
+    if isinstance(items, list):
+        yield [item for item in items if isinstance(item, dict)]
+        for item in items:
+            if isinstance(item, dict):
+                for key in ("block", "rescue", "always"):
+                    yield from _task_lists(item.get(key))
 
 
 def test_the_result_is_documented_with_every_field_it_sets():
