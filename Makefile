@@ -26,6 +26,8 @@ help:
 	@echo "make test        run every test and quality gate"
 	@echo "make fleet-up    start the simulated fleet (FLEET=file, default tests/fleet/demo.yml)"
 	@echo "make fleet-down  remove every fleet host, namespace and bridge"
+	@echo "make check       the inner loop after an edit: lint of the changed files, unit tests, ansible-doc (minutes)"
+	@echo "make test-times  the per-part times of the last make test (build/test-times.json)"
 	@echo "make lint        ruff, yamllint, ansible-lint"
 	@echo "make units       unit tests"
 	@echo "make sanity      ansible-test sanity"
@@ -84,9 +86,11 @@ ansible-lint: collections
 .PHONY: lint
 lint: ruff yamllint ansible-lint
 
+# The unit tests are independent of each other: pytest-xdist runs them on every core.
+UNITS_ARGS ?= -n auto
 .PHONY: units
 units: collections
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q tests/unit --junitxml=$(CACHE)/test-times/units-junit.xml $(UNITS_ARGS)
 
 # ansible-test --venv bootstraps pip with a script it downloads from a host outside the package
 # registries; tools/get_pip_offline.py stands in for it (ensurepip, then pip from the index).
@@ -109,11 +113,33 @@ build: venv
 docs: collections
 	tools/check_docs.sh
 
+# The inner loop after an edit (docs/devel/testing.md), a few minutes: ruff, yamllint, ansible-lint on the
+# YAML files changed since CHECK_BASE (default HEAD: staged, unstaged and new files), the unit tests on every
+# core, ansible-doc for every plugin. `make test` stays what CI runs.
+CHECK_BASE ?= HEAD
+.PHONY: check
+check: collections
+	@t0=$$(date +%s); \
+	$(BIN)/ruff check .; $(BIN)/ruff format --check .; $(BIN)/yamllint -s .; \
+	changed=$$( { git diff --name-only --diff-filter=d $(CHECK_BASE) -- '*.yml' '*.yaml'; git ls-files --others --exclude-standard -- '*.yml' '*.yaml'; } \
+	  | sort -u | grep -Ev '^(tests/fleet/|changelogs/|\.|inventories/demo/)' || true); \
+	if [ -n "$$changed" ]; then echo "ansible-lint on:" $$changed; $(BIN)/ansible-lint --profile production $$changed; \
+	else echo "ansible-lint: no changed YAML file since $(CHECK_BASE)"; fi; \
+	$(MAKE) --no-print-directory units; \
+	tools/check_docs.sh; \
+	echo "make check: passed in $$(( $$(date +%s) - t0 )) s"
+
 -include mk/*.mk
 
 # Every gate and every test. Later parts (simulator, fleet, molecule) add their targets
 # to TEST_TARGETS in mk/*.mk.
+# Each part runs as `make PART` in this order, timed by tools/test_times.py, which goes on after a failed
+# part, writes build/test-times.json, prints the table of times and fails when any part failed.
 TEST_TARGETS ?=
-.PHONY: test
-test: lint units sanity build docs $(TEST_TARGETS)
-	@echo "make test: all gates passed"
+TEST_PARTS   ?= lint units sanity build docs $(TEST_TARGETS)
+.PHONY: test test-times
+test: venv
+	$(BIN)/python tools/test_times.py run $(TEST_PARTS)
+
+test-times:  ## the per-part times of the last `make test` (build/test-times.json)
+	@$(BIN)/python tools/test_times.py show

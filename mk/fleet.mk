@@ -31,7 +31,7 @@ fleet-purge: venv
 	$(FLEET_PY) down --purge
 
 fleet-test: collections  ## fleet end-to-end tests on tests/fleet/ci.yml (brings it up, always tears it down)
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/fleet/tests $(FLEET_PYTEST)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/fleet/tests --junitxml=$(CACHE)/test-times/fleet-junit.xml $(FLEET_PYTEST)
 
 bench-fleet-up: venv  ## seconds to SSH-ready and idle memory per host for 20 hosts
 	$(FLEET_PY) bench tests/fleet/bench.yml

@@ -4,11 +4,13 @@
 # the verifier's test count of each, removes any molecule-* container left behind and fails if the
 # machine's /sys/fs/cgroup mount options changed. MOLECULE_SCENARIOS="default revert" runs a subset.
 
-# `make test` runs the scenarios whose paths no fleet test covers (CI's time budget); the rollout fleet test
-# reverts a low-gain host and skips an Orin Nano on the live fleet, as `revert` and `nano_skip` do here.
-# `make molecule-all` runs every scenario (also `wrong_output`, the output proof).
+# `make test` runs the scenarios whose paths no fleet test covers (CI's time budget, docs/devel/testing.md): the
+# rollout fleet test reverts a low-gain host and skips an Orin Nano on the live fleet, as `revert` and `nano_skip`
+# do here, and checks on its hosts what `default` (r-orin: kept natively, sandboxed service user, known-good
+# baseline, history) and `oom_ladder` (r-orin-lowmem: the same memory and versions) check here; `container` (a
+# docker host that keeps speculation) stays. `make molecule-all` runs every scenario (also `wrong_output`).
 MOLECULE_ALL       := default revert oom_ladder nano_skip container wrong_output
-MOLECULE_SCENARIOS ?= default oom_ladder container
+MOLECULE_SCENARIOS ?= container
 # Own state directory: the podman store of the scenarios is separate from the fleet's
 # (/tmp/jetson-llm-fleet), which `make fleet-down` unmounts and purges; same configuration.
 MOLECULE_STATE      := /tmp/jetson-llm-molecule
@@ -36,6 +38,8 @@ molecule: collections molecule-image  ## Molecule scenarios of the roles (about 
 	  then result=passed; else result=FAILED; failed="$$failed $$s"; fi; \
 	  tests=$$(grep -Eo '=+ .*[0-9]+ (passed|failed).* in [0-9.]+s' $(MOLECULE_STATE)/logs/$$s.log | tail -n 1 | sed 's/=//g; s/^ *//; s/ *$$//'); \
 	  summary="$$summary$$(printf '  %-12s %-7s %5d s   %s' $$s $$result $$(( $$(date +%s) - t0 )) "$${tests:-no verifier run}")\n"; \
+	  mkdir -p $(CACHE)/test-times; \
+	  printf '{"name": "molecule %s", "seconds": %d, "result": "%s", "verifier": "%s"}\n' $$s $$(( $$(date +%s) - t0 )) $$result "$${tests:-no verifier run}" >> $(CACHE)/test-times/molecule.jsonl; \
 	  if [ "$$(findmnt -no OPTIONS /sys/fs/cgroup)" != "$$cg_before" ]; then \
 	    echo "!!! /sys/fs/cgroup mount options changed during scenario $$s: $$cg_before -> $$(findmnt -no OPTIONS /sys/fs/cgroup)" >&2; \
 	    echo "!!! see docs/devel/fleet.md, section Safety, for the recovery" >&2; exit 3; \

@@ -6,7 +6,7 @@
 
 .PHONY: sim-test
 sim-test: venv
-	$(BIN)/python -m pytest -q tests/vllm_sim/tests
+	$(BIN)/python -m pytest -q tests/vllm_sim/tests --junitxml=$(CACHE)/test-times/sim-junit.xml
 
 .PHONY: sim-calibration
 sim-calibration: venv collections

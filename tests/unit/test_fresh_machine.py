@@ -13,7 +13,7 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 INSTALL = "tools/install_host_packages.sh"
-ENTRY_POINTS = ["demo", "test", "fleet-test", "molecule", "sim-test", "bench-decisions", "units", "lint", "sanity"]
+ENTRY_POINTS = ["demo", "test", "check", "fleet-test", "molecule", "sim-test", "bench-decisions", "units", "lint", "sanity"]
 
 
 def dry_run(target):

@@ -11,9 +11,12 @@ Run as root: ``make fleet-test``. The module fixture brings the fleet up and alw
 import json
 import os
 import re
+import shlex
 import subprocess
+import urllib.request
 
 import pytest
+import yaml
 from fleet_helpers import BIN, FLEET_DIR, REPO, RunningFleet, ansible_env, fleet_cmd, ops
 
 ROLLOUT_FLEET = os.path.join(FLEET_DIR, "rollout.yml")
@@ -242,6 +245,139 @@ def test_the_low_memory_host_walked_the_ladder_and_serves(results):
     assert "Free memory on device" in json.dumps(first)
     assert float(r["gpu_memory_utilization"]) == pytest.approx(0.40)
     assert r["plan"]["gpu_memory_utilization"] == pytest.approx(0.45)
+
+
+# ---- What the Molecule scenarios `default` and `oom_ladder` checked on a single host, checked here on the
+# rollout's hosts of the same kind (docs/devel/testing.md): r-orin keeps speculation natively on the planned
+# configuration, r-orin-lowmem is the oom_ladder host (same memory, vLLM version and utilizations).
+
+NATIVE_ARGV = ["/usr/local/bin/vllm", "serve", "--config", SERVE_YAML]
+ENV_FILE = "/etc/vllm/vllm.env"
+KNOWN_GOOD = "/var/lib/jetson_llm/vllm/known-good"
+LOWMEM_AVAILABLE_KIB = 36700160  # tests/fleet/rollout.yml, r-orin-lowmem
+SANDBOX = {
+    "User": "vllm",
+    "Group": "vllm",
+    "NoNewPrivileges": "yes",
+    "ProtectSystem": "strict",
+    "ProtectHome": "yes",
+    "PrivateTmp": "yes",
+    "ProtectKernelTunables": "yes",
+    "ProtectKernelModules": "yes",
+    "ProtectControlGroups": "yes",
+    "RestrictSUIDSGID": "yes",
+    "RestrictRealtime": "yes",
+    "LockPersonality": "yes",
+}
+
+
+def _metric(text, name):
+    """Sum of a Prometheus counter over its label sets."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith((name + "{", name + " ")))
+
+
+def _drafts_after_a_completion(rollout, host, model):
+    """vLLM's draft counter before and after one completion sent to the live server."""
+    before = _metric(rollout.http_get(host, "/metrics")[1], "vllm:spec_decode_num_drafts_total")
+    body = json.dumps({"model": model, "prompt": "Explain speculative decoding.", "max_tokens": 16}).encode()
+    request = urllib.request.Request(  # noqa: S310 - fleet address, http only
+        "http://%s:8000/v1/completions" % rollout.address(host), data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:  # noqa: S310 - fleet address, http only
+        out = json.load(answer)
+    assert 0 < out["usage"]["completion_tokens"] <= 16, out
+    after = _metric(rollout.http_get(host, "/metrics")[1], "vllm:spec_decode_num_drafts_total")
+    return before, after
+
+
+def _yaml(rollout, host, path):
+    return yaml.safe_load(rollout.ssh(host, "cat %s" % path, check=True).stdout)
+
+
+def test_the_kept_native_host_runs_vllm_from_the_rendered_files(rollout, results):
+    host = "r-orin"
+    out = rollout.ssh(host, "systemctl show -p ExecStart --value vllm", check=True).stdout
+    assert shlex.split(out.split("argv[]=", 1)[1].split(" ; ", 1)[0]) == NATIVE_ARGV
+    modes = rollout.ssh(host, "stat -c '%%U %%a' %s %s" % (UNIT, ENV_FILE), check=True).stdout.split("\n")
+    assert modes[:2] == ["root 644", "root 600"], modes
+    assert "EnvironmentFile=%s" % ENV_FILE in rollout.ssh(host, "cat %s" % UNIT, check=True).stdout
+    assert re.search(r"^HF_HUB_OFFLINE=1$", rollout.ssh(host, "cat %s" % ENV_FILE, check=True).stdout, re.M)
+    serve = _yaml(rollout, host, SERVE_YAML)
+    r = results[host]
+    assert serve["gpu-memory-utilization"] == pytest.approx(float(r["gpu_memory_utilization"]))
+    assert json.loads(serve["speculative-config"])["model"] == r["speculator"]
+    before, after = _drafts_after_a_completion(rollout, host, r["model"])
+    assert after > before, (before, after)
+
+
+def test_the_kept_hosts_known_good_copy_is_its_baseline(rollout, results):
+    host = "r-orin"
+    known_good = _yaml(rollout, host, KNOWN_GOOD + "/serve.yaml")
+    assert known_good["model"] == results[host]["model"]
+    assert known_good["gpu-memory-utilization"] == pytest.approx(float(results[host]["baseline_gpu_memory_utilization"]))
+    assert "speculative-config" not in known_good
+    modes = rollout.ssh(host, "stat -c %%a %s/vllm.service %s/vllm.env" % (KNOWN_GOOD, KNOWN_GOOD), check=True).stdout.split()
+    assert modes == ["644", "600"]
+
+
+def test_the_kept_host_decided_on_the_first_rung_from_saved_benchmarks(rollout, results):
+    host = "r-orin"
+    state = rollout.read_json(host, STATE)
+    assert (state["decision"], state["outcome"]) == ("keep", "keep")
+    assert state["label"].startswith("keep") and state["verdict"]["decision"] == "keep"
+    assert state["verdict"]["gain_c1"]["ci"][0] >= state["verdict"]["thresholds"]["min_gain"] > 0
+    assert (state["family"], state["variant"], state["vllm_version"]) == ("agx_orin", "64gb", "0.12.0")
+    assert state["ladder"] == [] and state["fitted"]["rung"] == "plan"
+    assert state["method"] == "eagle3" and state["gpu_memory_utilization"] < state["baseline_gpu_memory_utilization"]
+    history = rollout.ssh(host, "ls %s" % HISTORY, check=True).stdout.split()
+    assert len([n for n in history if n.startswith("decision-%s-" % state["key"])]) == 1
+    for arm in ("baseline", "speculative"):
+        assert any(n.startswith("%s-%s-" % (state["key"], arm)) for n in history), arm
+    assert {b["result_file"] for b in state["blocks"]} <= {"%s/%s" % (HISTORY, n) for n in history}
+    assert len(state["blocks"]) >= 4 * state["verdict"]["thresholds"]["min_rounds"]
+
+
+def test_the_service_runs_as_an_unprivileged_sandboxed_user(rollout):
+    host = "r-orin"
+    passwd = rollout.ssh(host, "getent passwd vllm", check=True).stdout.strip().split(":")
+    uid = int(passwd[2])
+    assert 0 < uid < 1000 and passwd[5] == "/var/lib/vllm" and passwd[6] == "/usr/sbin/nologin", passwd
+    assert rollout.ssh(host, "stat -c '%U %a %F' /var/lib/vllm", check=True).stdout.strip() == "vllm 750 directory"
+    groups = rollout.ssh(host, "id -nG vllm", check=True).stdout.split()
+    for group in ("video", "render"):
+        if rollout.ssh(host, "getent group %s" % group).returncode == 0:
+            assert group in groups, group
+    out = rollout.ssh(host, "systemctl show -p %s vllm" % ",".join(SANDBOX), check=True).stdout
+    assert dict(line.split("=", 1) for line in out.splitlines()) == SANDBOX
+    assert "/var/lib/vllm" in rollout.ssh(host, "systemctl show -p ReadWritePaths --value vllm", check=True).stdout.split()
+    pid = int(rollout.ssh(host, "systemctl show -p MainPID --value vllm", check=True).stdout)
+    assert pid > 0
+    status = rollout.ssh(host, "cat /proc/%d/status" % pid, check=True).stdout
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    assert [int(v) for v in fields["Uid"].split()] == [uid] * 4
+    assert fields["NoNewPrivs"].strip() == "1"
+
+
+def test_the_low_memory_host_was_refused_at_startup_and_serves_at_the_lowered_utilization(rollout, results):
+    host = "r-orin-lowmem"
+    state = rollout.read_json(host, STATE)
+    assert state["plan"]["decision"] == "enabled" and state["plan"]["gpu_memory_utilization"] == 0.45
+    assert len(state["ladder"]) == 1
+    assert re.match(r"^%s at 0\.45: oom_free_memory \(.*less than desired GPU memory utilization" % re.escape(state["speculator"]), state["ladder"][0])
+    assert state["fitted"]["rung"] == "utilization" and state["fitted"]["gpu_memory_utilization"] == 0.40
+    serve = _yaml(rollout, host, SERVE_YAML)
+    assert serve["gpu-memory-utilization"] == 0.40
+    assert json.loads(serve["speculative-config"])["model"] == state["speculator"]
+    before, after = _drafts_after_a_completion(rollout, host, results[host]["model"])
+    assert after > before, (before, after)
+    # the simulator lowers MemAvailable by its reservation while it serves: the refused start left nothing behind
+    info = {}
+    for line in rollout.ssh(host, "cat /proc/meminfo", check=True).stdout.splitlines():
+        name, rest = line.split(":", 1)
+        info[name] = int(rest.split()[0])
+    assert info["MemAvailable"] == LOWMEM_AVAILABLE_KIB - int(0.40 * info["MemTotal"] * 1024) // 1024
+    journal = rollout.ssh(host, "journalctl -u vllm --no-pager -o cat", check=True).stdout
+    assert "is less than desired GPU memory utilization (0.45" in journal
 
 
 def test_the_summary_shows_every_host_and_the_report_is_written(rollout, first_run, results):
