@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Run the parts of `make test` one after the other and time each (docs/devel/testing.md).
 
