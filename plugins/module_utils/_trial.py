@@ -16,6 +16,10 @@ thing to do next:
   "seed", "prompt_offset", "warmups"}], ...}``: benchmark these blocks of the served arm in one
   call. The same pair of blocks (block ``j`` of each arm at one concurrency) gets the same seed and
   the same prompt offset, so both arms answer the same prompts.
+* ``{"action": "probe", "arm": ..., "rung": n, "reference": bool}``: with the setting
+  ``output_proof`` (the number of probe prompts, 0 = off), ask the served server for its answers at
+  temperature 0: on the baseline once, as the reference (``reference`` true); on the speculative arm at
+  the first start of each rung, compared with the reference.
 * ``{"action": "done", "outcome": "keep" | "revert", "cause": {"kind", "detail", ...},
   "verdict": ...}``.
 
@@ -28,6 +32,17 @@ Observations (dicts, in the order they happened):
   fields (``output_throughput``, ``median_tpot_ms``, ``completed``, ``failed``) and the arm proof:
   ``spec_metrics`` (the server exposes ``vllm:spec_decode_*`` counters), ``invocation_before`` and
   ``invocation_after`` (the server's invocation id or start time when the block began and ended).
+  A block may carry ``late`` (the reason, for example a simulator that ran late): it is discarded
+  without re-applying the arm; after ``max_late`` such blocks the trial ends with a revert (cause ``late``).
+* ``{"type": "measured", "arm", "error": "..."}``: the benchmark of a ``measure`` failed (the server
+  stopped answering, requests failed). On the speculative arm the trial ends with a revert (cause
+  ``measure_failed``, the configuration does not serve under load); on the baseline too, and the caller
+  treats it as a fault of the device, not of speculation.
+* ``{"type": "probed", "arm", "rung", "reference": bool, "agree": bool, "summary"}``: the result of a
+  ``probe``. Answers that differ end the trial with a revert (verdict cause ``outputs_differ``).
+
+A kept verdict whose speculative blocks accepted less than the setting ``min_acceptance`` (accepted over
+drafted tokens) turns into a revert (verdict cause ``not_accepted``).
 
 Arm proof: a block counts only when speculation metrics are present if and only if its arm is the
 speculative one, the server's invocation did not change during the block and is the one the last
@@ -45,8 +60,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import DEFAULTS, SPECULATIVE
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._dayafter import acceptance_of
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import BASELINE, DEFAULTS, SPECULATIVE
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.predicted import decide
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.sequential import overrule
 
 TRIAL_DEFAULTS = {
     "warmups": 2,
@@ -58,9 +75,25 @@ TRIAL_DEFAULTS = {
     "calibration": None,
     "canary": False,
     "prediction": None,
+    # number of probe prompts of the output proof (0: no output proof)
+    "output_proof": 0,
+    # acceptance floor of a kept verdict (accepted over drafted tokens; None: no floor)
+    "min_acceptance": None,
+    # blocks discarded as late (the measuring instrument ran late) before the trial gives up
+    "max_late": 6,
 }
 
-METRICS = ("output_throughput", "median_tpot_ms", "completed", "failed", "spec_decode_num_drafts", "spec_decode_accepted_tokens")
+METRICS = (
+    "output_throughput",
+    "median_tpot_ms",
+    "completed",
+    "failed",
+    "spec_decode_num_drafts",
+    "spec_decode_accepted_tokens",
+    "spec_decode_draft_tokens",
+    "spec_decode_acceptance_rate",
+    "spec_decode_acceptance_length",
+)
 
 
 class TrialError(ValueError):
@@ -122,6 +155,12 @@ def replay(settings, observations):
         "warm": set(),
         "requests": 0,
         "warmup_requests": 0,
+        "late": [],
+        # the output proof: the reference was taken; the speculative rungs proved; the first disagreement
+        "reference": False,
+        "proved": set(),
+        "outputs_differ": None,
+        "measure_failure": None,
     }
     index = 0
     for obs in observations or []:
@@ -146,13 +185,17 @@ def replay(settings, observations):
                     state["rung"] = int(obs.get("rung", 0)) + 1
                 else:
                     state["start_failure"] = {"arm": obs.get("arm"), "cause": obs.get("cause"), "rung": obs.get("rung", 0)}
+        elif kind == "measured" and obs.get("error"):
+            state["measure_failure"] = {"arm": obs.get("arm"), "detail": str(obs["error"])}
         elif kind == "measured":
             state["warm"].update(int(b.get("concurrency", 0)) for b in obs.get("blocks", []))
             for block in obs.get("blocks", []):
                 state["requests"] += int(block.get("n_requests", block.get("completed", 0)))
                 state["warmup_requests"] += int(block.get("warmups", 0))
                 reason = prove_block(block, state["served"]) if trial["require_proof"] else None
-                if reason is None:
+                if reason is None and block.get("late"):
+                    state["late"].append({"arm": block.get("arm"), "concurrency": block.get("concurrency"), "reason": str(block["late"])})
+                elif reason is None:
                     kept = {key: block[key] for key in METRICS if key in block}
                     for key in ("samples", "num_speculative_tokens"):
                         if key in block:
@@ -163,6 +206,13 @@ def replay(settings, observations):
                 else:
                     state["discarded"].append({"arm": block.get("arm"), "concurrency": block.get("concurrency"), "reason": reason})
                     state["stale"] = True
+        elif kind == "probed":
+            if obs.get("reference"):
+                state["reference"] = True
+            else:
+                state["proved"].add(int(obs.get("rung", 0)))
+                if obs.get("agree") is False and state["outputs_differ"] is None:
+                    state["outputs_differ"] = str(obs.get("summary") or "the answers at temperature 0 are not the baseline's")
         else:
             raise TrialError("unknown observation type %r" % (kind,))
     return state
@@ -183,6 +233,7 @@ def next_action(settings, observations):
         "requests": state["requests"],
         "warmup_requests": state["warmup_requests"],
         "rung": state["rung"],
+        "late": len(state["late"]),
     }
     if state["start_failure"] is not None:
         failure = state["start_failure"]
@@ -197,6 +248,19 @@ def next_action(settings, observations):
             "verdict": None,
             "counters": counters,
         }
+    if state["measure_failure"] is not None:
+        failure = state["measure_failure"]
+        return {
+            "action": "done",
+            "outcome": "revert",
+            "cause": {
+                "kind": "measure_failed",
+                "detail": "the benchmark of the %s arm failed: %s" % (failure["arm"], failure["detail"]),
+                "arm": failure["arm"],
+            },
+            "verdict": None,
+            "counters": counters,
+        }
     if len(state["discarded"]) > trial["max_discards"]:
         return {
             "action": "done",
@@ -205,7 +269,27 @@ def next_action(settings, observations):
             "verdict": None,
             "counters": counters,
         }
+    if len(state["late"]) > trial["max_late"]:
+        return {
+            "action": "done",
+            "outcome": "revert",
+            "cause": {"kind": "late", "detail": "%d blocks were measured late: %s" % (len(state["late"]), state["late"][-1]["reason"])},
+            "verdict": None,
+            "counters": counters,
+        }
     result = decide(state["blocks"], calibration=trial["calibration"], canary=trial["canary"], prediction=trial["prediction"], **state["thresholds"])
+    if state["outputs_differ"] is not None:
+        result = overrule(result, "outputs_differ", state["outputs_differ"])
+    elif result["decision"] == "keep" and trial["min_acceptance"] is not None:
+        rate, _length = acceptance_of([b for b in state["blocks"] if b["arm"] == SPECULATIVE])
+        floor = float(trial["min_acceptance"])
+        if rate is not None and rate < floor:
+            result = overrule(
+                result,
+                "not_accepted",
+                "acceptance %.1f %% of the drafted tokens over %d speculative blocks is under the floor %.1f %%"
+                % (100.0 * rate, sum(1 for b in state["blocks"] if b["arm"] == SPECULATIVE), 100.0 * floor),
+            )
     if result["decision"] != "continue":
         return {
             "action": "done",
@@ -216,6 +300,14 @@ def next_action(settings, observations):
         }
     arm = result["next_blocks"][0]["arm"]
     served = state["served"]
+    proof = int(trial["output_proof"] or 0) > 0
+    if proof and not state["reference"]:
+        # the output proof's reference comes first: the baseline's answers
+        if served is None or served["arm"] != BASELINE or state["stale"]:
+            return {"action": "apply", "arm": BASELINE, "rung": 0, "reason": "the output proof's reference", "verdict": result, "counters": counters}
+        return {"action": "probe", "arm": BASELINE, "rung": 0, "reference": True, "verdict": result, "counters": counters}
+    if proof and served is not None and served["arm"] == SPECULATIVE and not state["stale"] and state["rung"] not in state["proved"]:
+        return {"action": "probe", "arm": SPECULATIVE, "rung": state["rung"], "reference": False, "verdict": result, "counters": counters}
     if served is None or served["arm"] != arm or state["stale"]:
         reason = "re-apply after a block failed the arm proof" if state["stale"] and served is not None and served["arm"] == arm else "measure the %s arm" % arm
         return {"action": "apply", "arm": arm, "rung": state["rung"] if arm == SPECULATIVE else 0, "reason": reason, "verdict": result, "counters": counters}
@@ -243,8 +335,9 @@ def next_action(settings, observations):
     return {"action": "measure", "arm": arm, "blocks": segment, "verdict": result, "counters": counters}
 
 
-def run(settings, apply, measure, limit=1000):
-    """Drive a trial with callables ``apply(action) -> observation`` and ``measure(action) -> observation``.
+def run(settings, apply, measure, limit=1000, probe=None):
+    """Drive a trial with callables ``apply(action) -> observation``, ``measure(action) -> observation`` and,
+    with the setting ``output_proof``, ``probe(action) -> observation``.
 
     Returns ``(final action, observations)``. Used by the benchmark and the tests.
     """
@@ -256,6 +349,12 @@ def run(settings, apply, measure, limit=1000):
         if action["action"] == "apply":
             obs = dict(apply(action))
             obs.setdefault("type", "applied")
+        elif action["action"] == "probe":
+            if probe is None:
+                raise TrialError("the trial asks for an output proof and no probe was given")
+            obs = dict(probe(action))
+            obs.setdefault("type", "probed")
+            obs.update(arm=action["arm"], rung=action["rung"], reference=action["reference"])
         else:
             obs = dict(measure(action))
             obs.setdefault("type", "measured")

@@ -160,6 +160,24 @@ def test_no_host_ran_out_of_spec(results):
     assert benchmarked and set(shares) == set(benchmarked), ("hosts without the simulator's lag", set(benchmarked) - set(shares))
 
 
+def test_the_trial_runs_as_one_task_per_host_with_its_round_trips_counted(first_run, results):
+    """One task runs each host's trial (the speculative_trial action plugin): one progress line per step and a
+    final one, no "FAILED - RETRYING" polling outside the canary's k sweep, and its SSH round trips counted."""
+    out = first_run.stdout
+    trialled = [h for h, r in results.items() if r["outcome"] in ("keep", "revert") and r.get("blocks")]
+    assert len(trialled) >= 5, trialled
+    for host in trialled:
+        steps = re.findall(r"^%s: trial step (\d+): " % re.escape(host), out, re.M)
+        assert steps and [int(n) for n in steps] == list(range(1, len(steps) + 1)), (host, steps)
+        assert len(re.findall(r"^%s: trial step \d+: done: %s " % (re.escape(host), results[host]["outcome"]), out, re.M)) == 1, host
+        trips = results[host]["round_trips"]
+        assert trips["total"] == trips["exec"] + trips["put"] + trips["fetch"], (host, trips)
+        # a module per step (apply: copy, restart, ready, info; measure: one benchmark), nothing polled
+        assert len(steps) <= trips["total"] <= 8 * len(steps), (host, len(steps), trips)
+    retried = set(re.findall(r"FAILED - RETRYING: \[([^\]]+)\]", out))
+    assert retried <= {"r-orin-canary"}, retried
+
+
 def test_restarts_are_timed_on_the_devices_clock(results):
     """Every restart window of the report runs from systemd's time of the unit's stop or start to the end of
     the readiness wait, both on the device's clock: positive, shorter than the run, and there is one per start."""

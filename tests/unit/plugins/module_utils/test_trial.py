@@ -188,3 +188,97 @@ def test_an_arm_that_was_serving_already_is_not_warmed_up():
 
     _final, observations = _trial.run({}, apply, dev.measure)
     assert all(b["warmups"] == 0 for o in observations for b in o.get("blocks", []))
+
+
+def _probe(agree_on=lambda action: True):
+    calls = []
+
+    def probe(action):
+        calls.append((action["arm"], action["rung"], action["reference"]))
+        return {"agree": None if action["reference"] else agree_on(action), "summary": "probe %s" % len(calls)}
+
+    return probe, calls
+
+
+def test_output_proof_takes_the_baseline_reference_first_then_proves_each_rung_once():
+    dev = Device(g1=0.5, oom_rungs=1)
+    probe, calls = _probe()
+    final, observations = _trial.run({"output_proof": 3, "ladder_rungs": 2}, dev.apply, dev.measure, probe=probe)
+    assert final["outcome"] == "keep"
+    # the reference on the baseline before anything else is probed, then rung 1 (rung 0 did not start) once
+    assert calls[0] == (B, 0, True)
+    assert [c for c in calls if not c[2]] == [(S, 1, False)]
+    kinds = [o["type"] for o in observations]
+    assert kinds[:2] == ["applied", "probed"] and observations[0]["arm"] == B
+    # the speculative rung is proved before its first block is measured
+    first_spec_measure = next(i for i, o in enumerate(observations) if o["type"] == "measured" and o["blocks"][0]["arm"] == S)
+    assert any(o["type"] == "probed" and not o["reference"] for o in observations[:first_spec_measure])
+
+
+def test_answers_that_differ_revert_at_once_with_outputs_differ():
+    dev = Device(g1=0.5)
+    probe, _calls = _probe(agree_on=lambda action: False)
+    final, observations = _trial.run({"output_proof": 3}, dev.apply, dev.measure, probe=probe)
+    assert final["outcome"] == "revert"
+    assert final["cause"]["code"] == "outputs_differ"
+    assert "probe 2" in final["cause"]["detail"]
+    # nothing is measured on a speculative server whose answers differ
+    assert not [o for o in observations if o["type"] == "measured" and o["blocks"][0]["arm"] == S]
+
+
+def test_a_trial_that_asks_for_a_probe_without_one_fails():
+    with pytest.raises(_trial.TrialError):
+        _trial.run({"output_proof": 3}, Device().apply, Device().measure)
+
+
+def test_a_kept_gain_under_the_acceptance_floor_is_reverted():
+    dev = Device(g1=0.5)
+
+    def measure(action):
+        obs = dev.measure(action)
+        for b in obs["blocks"]:
+            if b["arm"] == S:
+                b.update(spec_decode_num_drafts=100, spec_decode_draft_tokens=300, spec_decode_accepted_tokens=15)
+        return obs
+
+    final, _obs = _trial.run({"min_acceptance": 0.1}, dev.apply, measure)
+    assert final["outcome"] == "revert" and final["cause"]["code"] == "not_accepted"
+    assert "5.0 %" in final["cause"]["detail"]
+    dev = Device(g1=0.5)
+    final, _obs = _trial.run({"min_acceptance": 0.01}, dev.apply, measure)
+    assert final["outcome"] == "keep"
+
+
+def test_late_blocks_are_discarded_without_a_restart_and_bounded():
+    dev = Device(g1=0.5)
+    late_calls = {2}
+
+    def measure(action):
+        obs = dev.measure(action)
+        if dev.measures in late_calls:
+            for b in obs["blocks"]:
+                b["late"] = "the simulator ran late"
+        return obs
+
+    final, observations = _trial.run({}, dev.apply, measure)
+    assert final["outcome"] == "keep"
+    assert final["counters"]["late"] == 2 and final["counters"]["discarded"] == 0
+    late = [i for i, o in enumerate(observations) if o["type"] == "measured"][1]
+    assert observations[late + 1]["type"] == "measured"  # the same server measures again, no restart
+    late_calls.update(range(1, 100))
+    dev = Device(g1=0.5)
+    final, _obs = _trial.run({"max_late": 3}, dev.apply, measure)
+    assert final["outcome"] == "revert" and final["cause"]["kind"] == "late"
+
+
+def test_a_failed_benchmark_ends_the_trial_naming_its_arm():
+    dev = Device(g1=0.5)
+
+    def measure(action):
+        if action["arm"] == S:
+            return {"arm": S, "error": "vLLM stopped answering"}
+        return dev.measure(action)
+
+    final, _obs = _trial.run({}, dev.apply, measure)
+    assert final["outcome"] == "revert" and final["cause"]["kind"] == "measure_failed"
+    assert final["cause"]["arm"] == S and "stopped answering" in final["cause"]["detail"]
