@@ -21,6 +21,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible_collections.jetson_llm.speculative.plugins.module_utils import _trial
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import SPECULATIVE
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.ksweep import draft_cost
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import SpecdecError
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering.config import serve_config_yaml
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rollout_steps import RolloutStepError, trial_blocks
@@ -162,9 +163,13 @@ class ActionModule(ActionBase):
         return gaps
 
     def _plan_of(self, action):
+        """The arm's plan: none for the baseline; the rung of the ladder, at the action's k when it names one."""
         if action["arm"] != SPECULATIVE:
             return {}
-        return dict(self._rungs[int(action["rung"])])
+        plan = dict(self._rungs[int(action["rung"])])
+        if action.get("k") is not None:
+            plan["num_speculative_tokens"] = int(action["k"])
+        return plan
 
     def _apply(self, action):
         arm, rung = action["arm"], int(action["rung"])
@@ -216,22 +221,30 @@ class ActionModule(ActionBase):
                             ready.get("cause"),
                             detail[:297] + "..." if len(detail) > 300 else detail,
                         )
-                self._restarts.append({"arm": arm, "rung": rung, "ready": False, "cause": ready.get("cause"), "detail": ready.get("detail")})
-                return {"arm": arm, "rung": rung, "ok": False, "cause": cause, "detail": ready.get("detail") or "", "restarted": True}
+                self._restarts.append(
+                    {
+                        "arm": arm,
+                        "rung": rung,
+                        "k": plan.get("num_speculative_tokens"),
+                        "ready": False,
+                        "cause": ready.get("cause"),
+                        "detail": ready.get("detail"),
+                    }
+                )
+                return {"rung": rung, "ok": False, "cause": cause, "detail": ready.get("detail") or "", "restarted": True}
             live = self._live()
             gaps = self._mismatch(live, arm)
             if gaps:
                 raise _Fault("after its restart the server is not the %s arm: %s" % (arm, "; ".join(gaps)))
-            self._restarts.append({"arm": arm, "rung": rung, "ready": True, "elapsed": ready.get("elapsed")})
+            self._restarts.append({"arm": arm, "rung": rung, "k": plan.get("num_speculative_tokens"), "ready": True, "elapsed": ready.get("elapsed")})
         written = None
         for entry in live.get("config_files") or []:
             if entry.get("path") == self._server["config_path"]:
                 written = entry.get("mtime")
-        self._served = dict(live, arm=arm, rung=rung)
+        self._served = dict(live, arm=arm, rung=rung, k=action.get("k") if arm == SPECULATIVE else None)
         if arm == SPECULATIVE:
             self._fitted = plan
         return {
-            "arm": arm,
             "rung": rung,
             "ok": True,
             "invocation": live.get("invocation_id") or live.get("main_pid"),
@@ -243,20 +256,22 @@ class ActionModule(ActionBase):
     def _measure(self, action):
         segment = action["blocks"]
         arm = action["arm"]
+        sweep = segment[0].get("phase") == "sweep"
+        kept = self._sweep_blocks if sweep else self._blocks
         args = dict(self._bench)
         args.update(
             concurrency=[int(b["concurrency"]) for b in segment],
             num_prompts_per_level=[int(b["n_requests"]) for b in segment],
             num_warmups=max(int(b["warmups"]) for b in segment),
             seed=int(segment[0]["seed"]),
-            label="%s-%s" % (self._bench.get("label") or "trial", arm),
+            label="%s-%s%s" % (self._bench.get("label") or "trial", "sweep-" if sweep else "", arm),
         )
         self._steps_run += 1
         result = self._execute_module(module_name="jetson_llm.speculative.vllm_benchmark", module_args=args, task_vars=self._task_vars)
         if result.get("failed"):
             return {"arm": arm, "error": "%s%s" % (result.get("msg", "no result"), " (%s)" % result["cause"] if result.get("cause") else "")}
         try:
-            tagged = trial_blocks(result.get("runs") or [], segment, len(self._blocks), result_file=result.get("result_file"))
+            tagged = trial_blocks(result.get("runs") or [], segment, len(kept), result_file=result.get("result_file"))
         except RolloutStepError as exc:
             raise _Fault("the benchmark's result does not fit its blocks: %s" % exc) from exc
         self._intervals.append(["benchmark", result.get("started_at"), result.get("finished_at")])
@@ -265,14 +280,16 @@ class ActionModule(ActionBase):
             before, after = unit.get("invocation_before"), unit.get("invocation_after")
         else:
             before, after = unit.get("main_pid_before"), unit.get("main_pid_after")
-        served = {"arm": self._served.get("arm"), "invocation": self._served.get("invocation_id") or self._served.get("main_pid")}
+        served = {"arm": self._served.get("arm"), "k": self._served.get("k"), "invocation": self._served.get("invocation_id") or self._served.get("main_pid")}
         blocks = []
         for planned, run in zip(segment, tagged):
             block = dict(run)
             block.update(planned)
             block.update(spec_metrics=unit.get("speculative"), invocation_before=before, invocation_after=after)
             if arm == SPECULATIVE and self._fitted.get("num_speculative_tokens") is not None:
-                block["num_speculative_tokens"] = int(self._fitted["num_speculative_tokens"])
+                block["num_speculative_tokens"] = run["num_speculative_tokens"] = int(self._fitted["num_speculative_tokens"])
+            if sweep:
+                run["phase"] = "sweep"
             reason = _trial.prove_block(block, served)
             if reason:
                 run["arm_proof"] = reason
@@ -280,7 +297,7 @@ class ActionModule(ActionBase):
             elif run.get("discard"):
                 block["late"] = run["discard"]
             blocks.append(block)
-            self._blocks.append(run)
+            kept.append(run)
         self._prompt_set = (result.get("config") or {}).get("prompt_set", self._prompt_set)
         return {"blocks": blocks}
 
@@ -298,7 +315,7 @@ class ActionModule(ActionBase):
             "required": result.get("required"),
             "total": len(result.get("outputs") or []),
             "summary": result.get("summary"),
-            "active": "speculative:%s" % self._rungs[int(action["rung"])].get("num_speculative_tokens"),
+            "active": "speculative:%s" % self._plan_of(action).get("num_speculative_tokens"),
         }
         return {"agree": bool(result.get("agree")), "summary": result.get("summary")}
 
@@ -321,16 +338,32 @@ class ActionModule(ActionBase):
     def _say(self, step, action, verdict):
         if not self._log:
             return
+        arm = action.get("arm")
+        if arm == SPECULATIVE and action.get("k") is not None:
+            arm = "%s k=%s" % (arm, action["k"])
         if action["action"] == "apply":
-            what = "apply %s (rung %s): %s" % (action["arm"], action["rung"], action.get("reason", ""))
+            what = "apply %s (rung %s): %s" % (arm, action["rung"], action.get("reason", ""))
         elif action["action"] == "measure":
-            what = "measure %s %s" % (action["arm"], ", ".join("c=%s x%s" % (b["concurrency"], b["n_requests"]) for b in action["blocks"]))
+            sweep = "k sweep: " if action["blocks"][0].get("phase") == "sweep" else ""
+            what = "%smeasure %s %s" % (sweep, arm, ", ".join("c=%s x%s" % (b["concurrency"], b["n_requests"]) for b in action["blocks"]))
         elif action["action"] == "probe":
-            what = "output proof on %s%s" % (action["arm"], " (reference)" if action["reference"] else "")
+            what = "output proof on %s%s" % (arm, " (reference)" if action["reference"] else "")
         else:
-            what = "done: %s (%s)" % (action["outcome"], action["cause"].get("detail", "")[:200])
+            chosen = ""
+            if action.get("sweep"):
+                choice = action["sweep"].get("choice")
+                chosen = "; k=%s chosen by the k sweep" % choice["k"] if choice else "; the k sweep chose no k (%s)" % action["sweep"].get("reason", "")
+            what = "done: %s (%s)%s" % (action["outcome"], action["cause"].get("detail", ""), chosen)
         est = _estimate(verdict)
         display.display("%s: trial step %d: %s%s" % (self._host_name, step, what, "; estimate " + est if est else ""))
+
+    def _sweep_settings(self):
+        """The settings with each rung's draft cost filled in for a k sweep that does not give one."""
+        settings = dict(self._settings)
+        sweep = settings.get("k_sweep")
+        if isinstance(sweep, dict) and sweep.get("draft_cost") is None:
+            settings["k_sweep"] = dict(sweep, draft_cost=[draft_cost(rung.get("budget")) for rung in self._rungs])
+        return settings
 
     def _count_round_trips(self):
         """Count every command and file transfer the trial sends over the connection (SSH round trips)."""
@@ -358,9 +391,10 @@ class ActionModule(ActionBase):
         if self._task.check_mode:
             result.update(skipped=True, changed=False, msg="Check mode: a trial restarts and benchmarks the server and is not run.")
             return result
-        self._settings = args["settings"]
         self._serve = args["serve"]
         self._rungs = args["rungs"]
+        self._settings = args["settings"]
+        self._settings = self._sweep_settings()
         self._server = args["server"]
         self._bench = dict(args["benchmark"])
         self._bench.setdefault("url", self._server["url"])
@@ -372,7 +406,7 @@ class ActionModule(ActionBase):
         self._lock = args.get("lock")
         self._log = args.get("log_progress", True)
         self._steps_run = 0
-        self._intervals, self._restarts, self._blocks = [], [], []
+        self._intervals, self._restarts, self._blocks, self._sweep_blocks = [], [], [], []
         self._served, self._fitted = {}, {}
         self._reference, self._output_proof, self._prompt_set = None, None, None
         self._ladder, self._start_failure = [], None
@@ -390,16 +424,8 @@ class ActionModule(ActionBase):
                     final = action
                     break
                 self._renew_lock()
-                if action["action"] == "apply":
-                    obs = self._apply(action)
-                    obs["type"] = "applied"
-                elif action["action"] == "probe":
-                    obs = self._probe(action)
-                    obs.update(type="probed", arm=action["arm"], rung=action["rung"], reference=action["reference"])
-                else:
-                    obs = self._measure(action)
-                    obs["type"] = "measured"
-                observations.append(obs)
+                carry_out = {"apply": self._apply, "probe": self._probe, "measure": self._measure}[action["action"]]
+                observations.append(_trial.observed(action, carry_out(action)))
             else:
                 raise _Fault("the trial did not end within 1000 steps")
             outcome = final["outcome"]
@@ -420,9 +446,15 @@ class ActionModule(ActionBase):
             elif kind == "measure_failed":
                 outcome = "skip"
                 self._start_failure = "the speculative configuration failed under load: %s" % final["cause"]["detail"][:300]
-            elif outcome == "keep" and self._served.get("arm") != SPECULATIVE:
+            elif outcome == "keep" and (self._served.get("arm") != SPECULATIVE or self._served.get("k") != final.get("k")):
                 # leave the kept configuration serving (the last measured arm may be the baseline)
-                kept = {"action": "apply", "arm": SPECULATIVE, "rung": max(int(final["counters"]["rung"]), 0), "reason": "serve the kept configuration"}
+                kept = {
+                    "action": "apply",
+                    "arm": SPECULATIVE,
+                    "rung": max(int(final["counters"]["rung"]), 0),
+                    "k": final.get("k"),
+                    "reason": "serve the kept configuration",
+                }
                 self._say(step + 1, kept, None)
                 obs = self._apply(kept)
                 if not obs["ok"]:
@@ -454,6 +486,9 @@ class ActionModule(ActionBase):
             ladder=self._ladder,
             counters=final["counters"],
             blocks=self._blocks,
+            sweep=final.get("sweep"),
+            sweep_blocks=self._sweep_blocks,
+            k=final.get("k"),
             fitted=self._fitted,
             restarts=self._restarts,
             intervals=self._intervals,

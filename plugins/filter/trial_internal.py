@@ -20,9 +20,6 @@ description:
   - C(blocks) turns the C(runs) of one P(jetson_llm.speculative.vllm_benchmark#module) call into trial blocks tagged
     with arm, concurrency and index; a block that did not measure its arm (checked against O(served) and O(after))
     or was measured while the vLLM simulator ran late gets a C(discard) reason and never enters the verdict.
-  - C(k_sweep) predicts from per-position acceptance rates which O(candidates) can beat the others and returns them
-    with the sweep's block schedule; C(choose_k) picks k from the measured sweep blocks (the best lower bound of the
-    gain at concurrency 1; ties go to the smaller k).
   - C(proof) returns the verdict (the input) turned into a revert when a proof beside the statistics fails, the
     output probe (O(outputs), a result of P(jetson_llm.speculative.vllm_output_probe#module) with C(expected), cause
     C(outputs_differ)), or, for a kept verdict, the acceptance floor O(min_acceptance) over the speculative O(blocks)
@@ -33,15 +30,14 @@ positional: _input, operation
 options:
   _input:
     description:
-      - C(blocks), the benchmark's C(runs); C(k_sweep), the per-position acceptance rates; C(choose_k), the sweep's
-        blocks; C(ladder), an enabled plan; C(proof), a verdict.
+      - C(blocks), the benchmark's C(runs); C(ladder), an enabled plan; C(proof), a verdict.
     type: raw
     required: true
   operation:
     description: The step.
     type: str
     required: true
-    choices: [blocks, k_sweep, choose_k, ladder, proof]
+    choices: [blocks, ladder, proof]
   segment:
     description: C(blocks) only. The blocks the benchmark measured, in the order of its runs.
     type: list
@@ -58,32 +54,6 @@ options:
   after:
     description: C(blocks) only. The benchmark's C(unit) evidence of the measurement.
     type: dict
-  candidates:
-    description: C(k_sweep) only. The k values to consider.
-    type: list
-    elements: int
-  draft_cost:
-    description: C(k_sweep) only. Cost of one draft step relative to one target step.
-    type: float
-  num_drafts:
-    description: C(k_sweep) only. Drafts behind the acceptance rates.
-    type: int
-  rounds:
-    description: C(k_sweep) only. Rounds of the sweep schedule.
-    type: int
-    default: 2
-  n_requests:
-    description: C(k_sweep) only. Requests per block of the sweep.
-    type: int
-    default: 8
-  confidence:
-    description: C(k_sweep) and C(choose_k). Confidence of the intervals.
-    type: float
-    default: 0.95
-  tie_tolerance:
-    description: C(choose_k) only. Relative tolerance within which candidates are tied.
-    type: float
-    default: 0.01
   facts:
     description: C(ladder) only. C(ansible_facts.jetson).
     type: dict
@@ -136,8 +106,7 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description:
-    - C(blocks), the tagged blocks; C(k_sweep), C(predictions), C(best_predicted), C(survivors) and C(schedule); C(choose_k), C(k),
-      C(candidates) and C(reason); C(ladder), the list of rungs (plans with C(rung)); C(proof), the verdict.
+    - C(blocks), the tagged blocks; C(ladder), the list of rungs (plans with C(rung)); C(proof), the verdict.
   type: raw
 """
 

@@ -21,7 +21,19 @@ thing to do next:
   temperature 0: on the baseline once, as the reference (``reference`` true); on the speculative arm at
   the first start of each rung, compared with the reference.
 * ``{"action": "done", "outcome": "keep" | "revert", "cause": {"kind", "detail", ...},
-  "verdict": ...}``.
+  "verdict": ..., "k": ..., "sweep": ...}``.
+
+Every ``apply``, ``measure`` and ``probe`` of the speculative arm carries ``k``: the
+``num_speculative_tokens`` to serve, or None for the rung's own (the plan's) value.
+
+The k sweep (setting ``k_sweep``, a canary's tuning of ``num_speculative_tokens``, before the verdict):
+the baseline and the largest candidate are measured at c=1, the candidates that cannot win are pruned
+from the per-position acceptance of that speculative block (``_stats.ksweep.k_sweep``), the survivors are
+measured with the baseline in a mirrored order (``sweep_schedule``) and ``choose_k`` picks the k. Sweep
+blocks (``"phase": "sweep"``) pass the same arm proof and the output proof (once per rung and k), climb the
+same out-of-memory ladder, and never enter the verdict, which then runs on the chosen k (on the rung's own
+k when nothing was chosen, with the reason). The sweep's record (prediction, choice, blocks, requests)
+comes with every action once the sweep ended, as ``sweep``.
 
 Observations (dicts, in the order they happened):
 
@@ -61,7 +73,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._dayafter import acceptance_of
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import BASELINE, DEFAULTS, SPECULATIVE
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import BASELINE, DEFAULTS, SPECULATIVE, StatsError
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.ksweep import choose_k, draft_cost, k_sweep, sweep_schedule
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.predicted import decide
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.sequential import overrule
 
@@ -81,7 +94,23 @@ TRIAL_DEFAULTS = {
     "min_acceptance": None,
     # blocks discarded as late (the measuring instrument ran late) before the trial gives up
     "max_late": 6,
+    # a canary's k sweep before the verdict (None: no sweep); see SWEEP_DEFAULTS
+    "k_sweep": None,
 }
+
+SWEEP_DEFAULTS = {
+    # the num_speculative_tokens values to consider
+    "candidates": None,
+    # one draft forward over one target forward: a number, or one number per rung of the ladder
+    # (None: the action plugin gives each rung's, _stats.ksweep.draft_cost of its budget)
+    "draft_cost": None,
+    "rounds": 2,
+    "n_requests": 8,
+    "confidence": 0.95,
+    "tie_tolerance": 0.01,
+}
+# seeds of the sweep's blocks are apart from the verdict's
+_SWEEP_SEED = 7919
 
 METRICS = (
     "output_throughput",
@@ -94,6 +123,8 @@ METRICS = (
     "spec_decode_acceptance_rate",
     "spec_decode_acceptance_length",
 )
+# what a sweep block keeps beyond METRICS: the per-position acceptance the pruning reads
+SWEEP_METRICS = ("spec_decode_per_position_acceptance_rates",)
 
 
 class TrialError(ValueError):
@@ -112,7 +143,56 @@ def split_settings(settings):
             thresholds[key] = value
         else:
             raise TrialError("unknown trial setting %r" % (key,))
+    if trial["k_sweep"] is not None:
+        trial["k_sweep"] = sweep_settings(trial["k_sweep"])
     return trial, thresholds
+
+
+def sweep_settings(value):
+    """The k sweep's settings with their defaults; TrialError names what is wrong."""
+    if not isinstance(value, dict):
+        raise TrialError("k_sweep must be a dict of %s" % ", ".join(sorted(SWEEP_DEFAULTS)))
+    unknown = sorted(set(value) - set(SWEEP_DEFAULTS))
+    if unknown:
+        raise TrialError("unknown k_sweep setting %r" % (unknown[0],))
+    out = dict(SWEEP_DEFAULTS)
+    out.update(value)
+
+    def convert(key, kind, what):
+        try:
+            if key == "candidates":
+                if not isinstance(out[key], (list, tuple)):
+                    raise TypeError("not a list")
+                return sorted({kind(k) for k in out[key]})
+            if key == "draft_cost":
+                cost = out[key]
+                if cost is None:
+                    return None
+                return [kind(c) for c in cost] if isinstance(cost, (list, tuple)) else [kind(cost)]
+            return kind(out[key])
+        except (TypeError, ValueError) as exc:
+            raise TrialError("k_sweep.%s must be %s, got %r" % (key, what, out[key])) from exc
+
+    out["candidates"] = convert("candidates", int, "a non-empty list of integers >= 1")
+    out["rounds"] = convert("rounds", int, "an integer >= 2")
+    out["n_requests"] = convert("n_requests", int, "an integer >= 1")
+    out["confidence"] = convert("confidence", float, "a number in (0, 1)")
+    out["tie_tolerance"] = convert("tie_tolerance", float, "a number in [0, 1)")
+    out["draft_cost"] = convert("draft_cost", float, "a number >= 0 or one per rung")
+    if not out["candidates"] or out["candidates"][0] < 1:
+        raise TrialError("k_sweep.candidates must be a non-empty list of integers >= 1, got %r" % (value.get("candidates"),))
+    # two mirrored rounds give each survivor the 4 blocks with the baseline that choose_k needs
+    if out["rounds"] < 2:
+        raise TrialError("k_sweep.rounds must be an integer >= 2, got %r" % (out["rounds"],))
+    if out["n_requests"] < 1:
+        raise TrialError("k_sweep.n_requests must be an integer >= 1, got %r" % (out["n_requests"],))
+    if out["draft_cost"] is not None and (not out["draft_cost"] or any(c < 0 for c in out["draft_cost"])):
+        raise TrialError("k_sweep.draft_cost must be a number >= 0 or one per rung, got %r" % (value.get("draft_cost"),))
+    if not 0.0 < out["confidence"] < 1.0:
+        raise TrialError("k_sweep.confidence must be a number in (0, 1), got %r" % (out["confidence"],))
+    if not 0.0 <= out["tie_tolerance"] < 1.0:
+        raise TrialError("k_sweep.tie_tolerance must be a number in [0, 1), got %r" % (out["tie_tolerance"],))
+    return out
 
 
 def prove_block(block, served):
@@ -130,6 +210,11 @@ def prove_block(block, served):
         return "no server invocation evidence"
     if before != after:
         return "the server restarted during the block (%s -> %s)" % (before, after)
+    if arm == SPECULATIVE and "k" in block and served.get("k") != block["k"]:
+        return "the server serves k=%s, the block is for k=%s" % (served.get("k"), block["k"])
+    reported = block.get("num_speculative_tokens")
+    if arm == SPECULATIVE and block.get("k") is not None and reported is not None and int(reported) != int(block["k"]):
+        return "the server ran k=%s, the block is for k=%s" % (reported, block["k"])
     if served.get("invocation") is not None and before != served["invocation"]:
         return "the server measured (%s) is not the one started for the arm (%s)" % (before, served["invocation"])
     written, started = served.get("config_written"), served.get("server_started")
@@ -145,6 +230,8 @@ def replay(settings, observations):
         "trial": trial,
         "thresholds": thresholds,
         "blocks": [],
+        # the k sweep's blocks, apart from the verdict's
+        "sweep_blocks": [],
         "discarded": [],
         "restarts": 0,
         "served": None,
@@ -163,6 +250,7 @@ def replay(settings, observations):
         "measure_failure": None,
     }
     index = 0
+    sweep_index = 0
     for obs in observations or []:
         kind = obs.get("type")
         if kind == "applied":
@@ -170,6 +258,7 @@ def replay(settings, observations):
             if obs.get("ok", True):
                 state["served"] = {
                     "arm": obs["arm"],
+                    "k": obs.get("k") if obs["arm"] == SPECULATIVE else None,
                     "invocation": obs.get("invocation"),
                     "config_written": obs.get("config_written"),
                     "server_started": obs.get("server_started"),
@@ -195,6 +284,19 @@ def replay(settings, observations):
                 reason = prove_block(block, state["served"]) if trial["require_proof"] else None
                 if reason is None and block.get("late"):
                     state["late"].append({"arm": block.get("arm"), "concurrency": block.get("concurrency"), "reason": str(block["late"])})
+                elif reason is None and block.get("phase") == "sweep":
+                    kept = {key: block[key] for key in METRICS + SWEEP_METRICS if key in block}
+                    kept.update(
+                        arm=block["arm"],
+                        concurrency=int(block["concurrency"]),
+                        index=sweep_index,
+                        k=block.get("k"),
+                        num_speculative_tokens=block["k"] if block.get("k") is not None else block.get("num_speculative_tokens"),
+                        n_requests=int(block.get("n_requests", block.get("completed", 0))),
+                        rung=state["rung"],
+                    )
+                    state["sweep_blocks"].append(kept)
+                    sweep_index += 1
                 elif reason is None:
                     kept = {key: block[key] for key in METRICS if key in block}
                     for key in ("samples", "num_speculative_tokens"):
@@ -210,7 +312,7 @@ def replay(settings, observations):
             if obs.get("reference"):
                 state["reference"] = True
             else:
-                state["proved"].add(int(obs.get("rung", 0)))
+                state["proved"].add((int(obs.get("rung", 0)), obs.get("k")))
                 if obs.get("agree") is False and state["outputs_differ"] is None:
                     state["outputs_differ"] = str(obs.get("summary") or "the answers at temperature 0 are not the baseline's")
         else:
@@ -225,6 +327,79 @@ def _pair_number(blocks, arm, concurrency):
 def next_action(settings, observations):
     """The next action of the trial (see the module documentation)."""
     state = replay(settings, observations)
+    trial = state["trial"]
+    progress = sweep_progress(trial, state) if trial["k_sweep"] is not None else None
+    action = _next(state, progress)
+    if progress is not None:
+        action["counters"]["sweep_blocks"] = len(state["sweep_blocks"])
+        action["sweep"] = progress["record"]
+    if action["action"] == "done":
+        action["k"] = chosen_k(progress)
+    return action
+
+
+def chosen_k(progress):
+    """The k the sweep chose (None: no sweep, or it chose none: the rung's own k)."""
+    record = (progress or {}).get("record") or {}
+    return int(record["choice"]["k"]) if record.get("choice") else None
+
+
+def sweep_progress(trial, state):
+    """Where the k sweep stands: ``next`` (the arm and k to measure next, None once it ended) and ``record``
+    (None while it runs; then the prediction, the choice or why there is none, blocks and requests)."""
+    cfg = trial["k_sweep"]
+    blocks = state["sweep_blocks"]
+    largest = cfg["candidates"][-1]
+    record = {
+        "candidates": list(cfg["candidates"]),
+        "choice": None,
+        "blocks": len(blocks),
+        "requests": sum(int(b.get("n_requests") or b.get("completed") or 0) for b in blocks),
+    }
+    opening = ((BASELINE, None), (SPECULATIVE, largest))
+    if len(blocks) < len(opening):
+        arm, k = opening[len(blocks)]
+        return {"next": {"arm": arm, "k": k}, "record": None}
+    measured = blocks[1]
+    rates = measured.get("spec_decode_per_position_acceptance_rates")
+    if not rates:
+        record["reason"] = "no per-position acceptance was measured at k=%d" % largest
+        return {"next": None, "record": record}
+    # without a draft cost (the action plugin gives each rung's), the cheapest draft: prune the least
+    costs = cfg["draft_cost"] or [draft_cost(None)]
+    try:
+        prediction = k_sweep(
+            cfg["candidates"],
+            [float(r) for r in rates],
+            costs[min(int(measured.get("rung") or 0), len(costs) - 1)],
+            num_drafts=int(measured.get("spec_decode_num_drafts") or 0) or None,
+            confidence=cfg["confidence"],
+        )
+    except (StatsError, TypeError, ValueError) as exc:
+        record["reason"] = "the per-position acceptance does not predict k: %s" % exc
+        return {"next": None, "record": record}
+    record.update(prediction)
+    if not prediction["survivors"]:
+        record["reason"] = "no candidate survived the prediction from the per-position acceptance"
+        return {"next": None, "record": record}
+    schedule = sweep_schedule(prediction["survivors"], cfg["rounds"], n_requests=cfg["n_requests"])
+    record["schedule"] = schedule
+    done = len(blocks) - len(opening)
+    if done < len(schedule):
+        return {"next": {"arm": schedule[done]["arm"], "k": schedule[done]["num_speculative_tokens"]}, "record": None}
+    # a pruned k (the opening block at the largest k, say) is never chosen
+    survivors = set(prediction["survivors"])
+    measured = [b for b in blocks if b["arm"] == BASELINE or b.get("k") in survivors]
+    try:
+        choice = choose_k(measured, confidence=cfg["confidence"], tie_tolerance=cfg["tie_tolerance"])
+    except StatsError as exc:
+        record["reason"] = "no k could be chosen: %s" % exc
+        return {"next": None, "record": record}
+    record.update(choice=choice, reason=choice["reason"])
+    return {"next": None, "record": record}
+
+
+def _next(state, progress):
     trial = state["trial"]
     counters = {
         "blocks": len(state["blocks"]),
@@ -298,19 +473,48 @@ def next_action(settings, observations):
             "verdict": result,
             "counters": counters,
         }
-    arm = result["next_blocks"][0]["arm"]
+    sweeping = progress is not None and progress["next"] is not None
+    if sweeping:
+        arm, k = progress["next"]["arm"], progress["next"]["k"]
+    else:
+        arm, k = result["next_blocks"][0]["arm"], chosen_k(progress)
+    if arm != SPECULATIVE:
+        k = None
     served = state["served"]
     proof = int(trial["output_proof"] or 0) > 0
     if proof and not state["reference"]:
         # the output proof's reference comes first: the baseline's answers
         if served is None or served["arm"] != BASELINE or state["stale"]:
-            return {"action": "apply", "arm": BASELINE, "rung": 0, "reason": "the output proof's reference", "verdict": result, "counters": counters}
-        return {"action": "probe", "arm": BASELINE, "rung": 0, "reference": True, "verdict": result, "counters": counters}
-    if proof and served is not None and served["arm"] == SPECULATIVE and not state["stale"] and state["rung"] not in state["proved"]:
-        return {"action": "probe", "arm": SPECULATIVE, "rung": state["rung"], "reference": False, "verdict": result, "counters": counters}
-    if served is None or served["arm"] != arm or state["stale"]:
-        reason = "re-apply after a block failed the arm proof" if state["stale"] and served is not None and served["arm"] == arm else "measure the %s arm" % arm
-        return {"action": "apply", "arm": arm, "rung": state["rung"] if arm == SPECULATIVE else 0, "reason": reason, "verdict": result, "counters": counters}
+            return {"action": "apply", "arm": BASELINE, "rung": 0, "k": None, "reason": "the output proof's reference", "verdict": result, "counters": counters}
+        return {"action": "probe", "arm": BASELINE, "rung": 0, "k": None, "reference": True, "verdict": result, "counters": counters}
+    if proof and served is not None and served["arm"] == SPECULATIVE and not state["stale"] and (state["rung"], served["k"]) not in state["proved"]:
+        # at the first start of each speculative configuration (rung of the ladder, k)
+        return {"action": "probe", "arm": SPECULATIVE, "rung": state["rung"], "k": served["k"], "reference": False, "verdict": result, "counters": counters}
+    if served is None or served["arm"] != arm or (arm == SPECULATIVE and served["k"] != k) or state["stale"]:
+        if state["stale"] and served is not None and served["arm"] == arm:
+            reason = "re-apply after a block failed the arm proof"
+        elif sweeping:
+            reason = "k sweep: measure the %s arm%s at c=1" % (arm, " with k=%s" % k if k is not None else "")
+        else:
+            reason = "measure the %s arm%s" % (arm, " with the chosen k=%s" % k if k is not None else "")
+        rung = state["rung"] if arm == SPECULATIVE else 0
+        return {"action": "apply", "arm": arm, "rung": rung, "k": k, "reason": reason, "verdict": result, "counters": counters}
+    if sweeping:
+        c = 1
+        n = int(trial["k_sweep"]["n_requests"])
+        pair = sum(1 for b in state["sweep_blocks"] if b["arm"] == arm and b.get("k") == k)
+        block = {
+            "arm": arm,
+            "k": k,
+            "phase": "sweep",
+            "concurrency": c,
+            "n_requests": n,
+            "index": len(state["sweep_blocks"]),
+            "seed": int(trial["seed"]) * 1000003 + _SWEEP_SEED + c * 1009 + pair,
+            "prompt_offset": pair * n,
+            "warmups": 0 if {c, "all"} & state["warm"] else int(trial["warmups"]),
+        }
+        return {"action": "measure", "arm": arm, "k": k, "blocks": [block], "verdict": result, "counters": counters}
     segment = []
     planned = {}
     for entry in result["next_blocks"]:
@@ -332,7 +536,9 @@ def next_action(settings, observations):
                 "warmups": int(trial["warmups"]) if planned[c] == 1 and not ({c, "all"} & state["warm"]) else 0,
             }
         )
-    return {"action": "measure", "arm": arm, "blocks": segment, "verdict": result, "counters": counters}
+        if arm == SPECULATIVE:
+            segment[-1]["k"] = k
+    return {"action": "measure", "arm": arm, "k": k, "blocks": segment, "verdict": result, "counters": counters}
 
 
 def run(settings, apply, measure, limit=1000, probe=None):
@@ -347,16 +553,42 @@ def run(settings, apply, measure, limit=1000, probe=None):
         if action["action"] == "done":
             return action, observations
         if action["action"] == "apply":
-            obs = dict(apply(action))
-            obs.setdefault("type", "applied")
+            result = apply(action)
         elif action["action"] == "probe":
             if probe is None:
                 raise TrialError("the trial asks for an output proof and no probe was given")
-            obs = dict(probe(action))
-            obs.setdefault("type", "probed")
-            obs.update(arm=action["arm"], rung=action["rung"], reference=action["reference"])
+            result = probe(action)
         else:
-            obs = dict(measure(action))
-            obs.setdefault("type", "measured")
-        observations.append(obs)
+            result = measure(action)
+        observations.append(observed(action, result))
     raise TrialError("the trial did not end within %d steps" % limit)
+
+
+# what a measured block takes from the block as planned
+_PLANNED = ("arm", "concurrency", "n_requests", "index", "seed", "prompt_offset", "warmups", "phase", "k")
+
+
+def observed(action, result):
+    """The observation of ``action`` from what carrying it out returned: the one place that builds them (``run``
+    and the action plugin). The action's arm, rung, k and, for a probe, ``reference`` are the observation's."""
+    obs = dict(result or {})
+    kind = action["action"]
+    if kind == "apply":
+        obs.update(type="applied", arm=action["arm"], rung=action["rung"], k=action.get("k"))
+    elif kind == "probe":
+        obs.update(type="probed", arm=action["arm"], rung=action["rung"], k=action.get("k"), reference=action["reference"])
+    elif kind == "measure":
+        obs["type"] = "measured"
+        if obs.get("error"):
+            obs.setdefault("arm", action["arm"])
+        else:
+            blocks = list(obs.get("blocks") or [])
+            if len(blocks) != len(action["blocks"]):
+                raise TrialError("the measurement returned %d blocks for %d planned" % (len(blocks), len(action["blocks"])))
+            merged = []
+            for planned, block in zip(action["blocks"], blocks):
+                merged.append(dict(block, **{key: planned[key] for key in _PLANNED if key in planned}))
+            obs["blocks"] = merged
+    else:
+        raise TrialError("no observation for the action %r" % (kind,))
+    return obs

@@ -69,7 +69,14 @@ options:
         restart), C(max_discards), C(ladder_rungs) (must equal the number of O(rungs) after the first),
         C(require_proof), C(seed), C(output_proof) (number of probe prompts; 0 turns the output proof off),
         C(min_acceptance) (acceptance floor of a kept verdict, accepted over drafted tokens), C(max_late),
-        C(calibration), C(canary) and C(prediction).
+        C(calibration), C(canary), C(prediction) and C(k_sweep).
+      - C(k_sweep) (a canary's tuning of C(num_speculative_tokens) before the verdict) is a dict of C(candidates)
+        (the k values), C(rounds) (of the mirrored sweep, default 2), C(n_requests) (per block at c=1, default 8),
+        C(confidence) (default 0.95), C(tie_tolerance) (default 0.01) and C(draft_cost) (one draft forward over one
+        target forward, a number or one per rung; by default each rung's speculator weights over the target's).
+        The baseline and the largest candidate are measured at c=1, the candidates that cannot win are pruned
+        from the per-position acceptance, the survivors are measured in a mirrored order, each with its output
+        proof, and the verdict then runs on the chosen k. Sweep blocks never enter the verdict.
       - Every other key is a threshold of P(jetson_llm.speculative.speculative_verdict#filter) (C(min_gain),
         C(confidence), C(max_rounds), C(requests_c1), ...). An unknown key fails the task.
     type: dict
@@ -160,7 +167,9 @@ verdict:
   returned: success
   type: dict
 counters:
-  description: C(blocks), C(discarded), C(late), C(restarts), C(requests), C(warmup_requests) and C(rung) of the trial.
+  description:
+    - C(blocks), C(discarded), C(late), C(restarts), C(requests), C(warmup_requests) and C(rung) of the trial;
+      C(sweep_blocks) with a k sweep. C(requests) counts the sweep's requests too.
   returned: success
   type: dict
 blocks:
@@ -170,8 +179,25 @@ blocks:
   returned: always
   type: list
   elements: dict
+sweep:
+  description:
+    - The k sweep's record, null without C(settings.k_sweep). It holds C(candidates), the prediction (C(alpha),
+      C(alpha_optimistic), C(best_predicted), C(predictions) with C(pruned) and C(reason), C(survivors),
+      C(schedule)), C(choice) (C(k), C(candidates) with their estimates and intervals, C(reason); null when
+      nothing was chosen), C(reason), C(blocks) and C(requests).
+  returned: success
+  type: dict
+sweep_blocks:
+  description: Every block the k sweep measured, in order, as O(blocks) shows the verdict's.
+  returned: success
+  type: list
+  elements: dict
+k:
+  description: The C(num_speculative_tokens) the k sweep chose and the verdict ran on (null without a choice, the rung's own).
+  returned: success
+  type: int
 fitted:
-  description: The speculative rung that started (empty when none did).
+  description: The speculative rung that started last, at the k it served (empty when none did).
   returned: success
   type: dict
 restarts:

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The roles' internal steps that need Python: the blocks of one benchmark measurement with their arm proof,
-the k sweep and the choice of k on a canary, and the out-of-memory ladder. Reached from the roles through the
+the out-of-memory ladder and the proofs beside the statistics (the k sweep is a phase of the trial controller,
+``plugins/module_utils/_trial.py``). Reached from the roles through the
 one internal filter ``jetson_llm.speculative.trial_internal``; not an API (names and arguments may change in
 any release). Errors are ``RolloutStepError`` with a message that names what was wrong.
 """
@@ -10,10 +11,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._dayafter import acceptance_of
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import StatsError
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.ksweep import choose_k as _choose_k
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.ksweep import k_sweep as _k_sweep
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.ksweep import sweep_schedule
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.sequential import overrule as _overrule
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._trial import prove_block
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._catalog import CatalogError, drafts_for, eagle3_heads, merged_catalog
@@ -81,35 +78,6 @@ def trial_blocks(runs, segment, start, result_file=None, served=None, after=None
             tagged["num_speculative_tokens"] = int(block["num_speculative_tokens"])
         out.append(tagged)
     return out
-
-
-# ------------------------------------------------------------------ k on a canary
-
-
-def k_sweep(rates, candidates, draft_cost, num_drafts=None, confidence=0.95, rounds=2, n_requests=8):
-    """Which k candidates survive the prediction from per-position acceptance, and the sweep's schedule."""
-    try:
-        result = _k_sweep(
-            [int(k) for k in candidates],
-            [float(r) for r in rates],
-            float(draft_cost),
-            num_drafts=None if num_drafts is None else int(num_drafts),
-            confidence=float(confidence),
-        )
-        result["schedule"] = sweep_schedule(result["survivors"], int(rounds), n_requests=int(n_requests)) if result["survivors"] else []
-    except (StatsError, TypeError, ValueError) as exc:
-        raise RolloutStepError(str(exc)) from exc
-    return result
-
-
-def choose_k(blocks, confidence=0.95, tie_tolerance=0.01):
-    """The k of a measured sweep: the best lower bound of the c=1 gain, ties to the smallest k; blocks that
-    failed their arm proof are never used."""
-    try:
-        usable = [b for b in blocks if not (isinstance(b, dict) and b.get("arm_proof"))]
-        return _choose_k(usable, confidence=float(confidence), tie_tolerance=float(tie_tolerance))
-    except (StatsError, TypeError, ValueError) as exc:
-        raise RolloutStepError(str(exc)) from exc
 
 
 # ------------------------------------------------------------------ out-of-memory ladder
@@ -194,4 +162,4 @@ def proof(verdict, outputs=None, blocks=None, min_acceptance=None):
     return verdict
 
 
-OPERATIONS = {"blocks": trial_blocks, "k_sweep": k_sweep, "choose_k": choose_k, "ladder": ladder, "proof": proof}
+OPERATIONS = {"blocks": trial_blocks, "ladder": ladder, "proof": proof}

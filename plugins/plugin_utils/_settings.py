@@ -302,7 +302,7 @@ RULES = {
     "speculative_decoding_benchmark_timeout": int_range(10, 86400),
     "speculative_decoding_lock_ttl": int_range(60, 604800),
     "speculative_decoding_k_candidates": k_candidates,
-    "speculative_decoding_tune_rounds": int_range(1, 20),
+    "speculative_decoding_tune_rounds": int_range(2, 20),
     "speculative_decoding_ladder_step": float_range(0.01, 0.5),
     "speculative_decoding_ladder_steps": int_range(0, 10),
     "speculative_decoding_state_dir": absolute_path,

@@ -27,6 +27,19 @@ from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.dist
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.estimation import _interval, _pct
 
 
+def draft_cost(budget):
+    """One draft forward over one target forward, from a plan's memory budget (``speculator_weights_gb``,
+    ``target_weights_gb``): decode is memory-bandwidth bound on Jetson, so a draft forward costs about the
+    speculator's share of the weights read. At least 0.01; 0.01 without a budget."""
+    budget = budget if isinstance(budget, dict) else {}
+    try:
+        speculator = float(budget.get("speculator_weights_gb") or 0.0)
+        target = float(budget.get("target_weights_gb") or 0.0)
+    except (TypeError, ValueError):
+        return 0.01
+    return max(speculator / max(target, 0.01), 0.01)
+
+
 def expected_tokens(k, rates):
     """Expected tokens per target step with ``k`` drafts: 1 + sum of P(position i accepted)."""
     return 1.0 + math.fsum(rates[:k])

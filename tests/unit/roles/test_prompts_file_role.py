@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """speculative_decoding_prompts_file through the role: the role's own tasks copy the file to the device
-and its benchmark step (tasks/bench_segment.yml, as the trial runs it) sends the user's prompts to the
-vLLM simulator on loopback, and the prompt set reaches the trial's facts."""
+and the benchmark options the trial task gives (tasks/trial.yml's ``benchmark``, which the speculative_trial
+action plugin passes to vllm_benchmark with the levels of each measurement) send the user's prompts to the
+vLLM simulator on loopback, and the prompt set comes back with the runs."""
 
 import hashlib
 import importlib.util
@@ -17,6 +18,20 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 BIN = os.path.join(ROOT, ".venv", "bin")
+TRIAL = os.path.join(ROOT, "roles", "speculative_decoding", "tasks", "trial.yml")
+
+
+def trial_benchmark_options():
+    """The ``benchmark`` option of the role's speculative_trial task, as written in tasks/trial.yml."""
+    with open(TRIAL) as handle:
+        tasks = yaml.safe_load(handle)
+    stack = list(tasks)
+    while stack:
+        task = stack.pop()
+        if "jetson_llm.speculative.speculative_trial" in task:
+            return dict(task["jetson_llm.speculative.speculative_trial"]["benchmark"])
+        stack.extend(task.get("block") or [])
+    raise AssertionError("tasks/trial.yml has no speculative_trial task")
 
 
 def _load(name, path):
@@ -71,17 +86,30 @@ def test_the_trials_benchmark_sends_the_users_prompts(tmp_path, sim):
                 "speculative_decoding_benchmark_timeout": 300,
                 "speculative_decoding_seed": 3,
                 "__speculative_decoding_key": "k",
-                "__speculative_decoding_blocks": [],
-                "__speculative_decoding_intervals": [],
-                "__speculative_decoding_segment": [{"arm": "baseline", "concurrency": 1, "n_requests": 3}],
             },
             "tasks": [
-                {"name": "copy", "ansible.builtin.include_role": {"name": "jetson_llm.speculative.speculative_decoding", "tasks_from": "prompts.yml"}},
-                {"name": "bench", "ansible.builtin.include_role": {"name": "jetson_llm.speculative.speculative_decoding", "tasks_from": "bench_segment.yml"}},
+                {
+                    "name": "copy",
+                    "ansible.builtin.include_role": {"name": "jetson_llm.speculative.speculative_decoding", "tasks_from": "prompts.yml", "public": True},
+                },
+                {
+                    # what the action plugin sends for one measurement: the task's options plus the levels
+                    "name": "bench",
+                    "jetson_llm.speculative.vllm_benchmark": dict(
+                        trial_benchmark_options(),
+                        url=server.url,
+                        model=_sim.TARGET,
+                        concurrency=[1],
+                        num_prompts_per_level=[3],
+                        num_warmups=1,
+                        seed=3,
+                    ),
+                    "register": "bench",
+                },
                 {
                     "name": "keep what the trial saw",
                     "ansible.builtin.copy": {
-                        "content": "{{ {'blocks': __speculative_decoding_blocks, 'prompt_set': __speculative_decoding_prompt_set} | to_json }}",
+                        "content": "{{ {'runs': bench.runs, 'prompt_set': bench.config.prompt_set, 'result_file': bench.result_file} | to_json }}",
                         "dest": str(out),
                         "mode": "0600",
                     },
@@ -116,8 +144,8 @@ def test_the_trials_benchmark_sends_the_users_prompts(tmp_path, sim):
     seen = json.loads(out.read_text())
     sha = hashlib.sha256(data).hexdigest()
     assert seen["prompt_set"] == {"name": "plant-ops.jsonl", "source": "file", "count": 4, "sha256": sha, "kinds": ["messages", "prompt"]}
-    (block,) = seen["blocks"]
-    assert block["completed"] == 3 and block["arm"] == "baseline"
+    (block,) = seen["runs"]
+    assert block["completed"] == 3 and block["concurrency"] == 1
     ids = block["samples"]["prompt_ids"]
     assert set(ids) <= {"line-1", "line-2", "line-3", "line-4"} and len(set(ids)) == 3
     # the simulator received the user's text: its prompt token counts are those of the chosen lines
@@ -130,7 +158,7 @@ def test_the_trials_benchmark_sends_the_users_prompts(tmp_path, sim):
         with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
             expected += json.load(answer)["count"]
     assert block["total_input_tokens"] == expected
-    with open(block["result_file"]) as handle:
+    with open(seen["result_file"]) as handle:
         saved = json.load(handle)
     assert saved["config"]["prompt_set"]["sha256"] == sha
     assert saved["endpoint"] == "/v1/chat/completions"

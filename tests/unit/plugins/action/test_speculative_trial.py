@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 from unittest import mock
 
 import pytest
@@ -77,3 +78,137 @@ def test_check_mode_touches_nothing():
             result = plugin.run(task_vars={"inventory_hostname": "dev-1"})
     assert result["skipped"] is True
     run_module.assert_not_called()
+
+
+# ---------------------------------------------------------------- the plugin's own loop over a fake device
+
+
+class FakeDevice:
+    """What the plugin's module calls meet: a served configuration (the plan as JSON; {} for the baseline), a
+    restart that may run out of memory above a utilization, per-k gains at c=1 and per-position acceptance."""
+
+    def __init__(self, gains, alpha=0.7, g8=0.05, oom_above=None, seed=0):
+        import random
+
+        self.gains, self.alpha, self.g8, self.oom_above = gains, alpha, g8, oom_above
+        self.rng = random.Random(seed)
+        self.clock = 1000.0
+        self.written, self.mtime, self.running, self.started = None, None, None, None
+        self.invocation = 0
+        self.calls = []
+
+    def plan(self, content):
+        import json
+
+        return json.loads(content) if content else {}
+
+    def write(self, content):
+        self.clock += 1
+        changed = content != self.written
+        self.written, self.mtime = content, self.clock
+        return changed
+
+    def module(self, module_name=None, module_args=None, task_vars=None):
+        name = module_name.rsplit(".", 1)[-1]
+        self.calls.append(name)
+        running = self.plan(self.running)
+        if name == "systemd_service":
+            self.clock += 1
+            self.running, self.started = self.written, self.clock
+            self.invocation += 1
+            return {"status": {"ActiveState": "active"}}
+        if name == "vllm_ready":
+            if running and self.oom_above is not None and running.get("gpu_memory_utilization", 0) > self.oom_above:
+                return {"ready": False, "out_of_memory": True, "cause": "out_of_memory", "detail": "CUDA out of memory"}
+            return {"ready": True, "started_at": self.started, "elapsed": 1.0, "restart_began_at": self.started - 1}
+        if name == "vllm_server_info":
+            return {
+                "running": True,
+                "config_current": self.running == self.written,
+                "speculative": bool(running),
+                "invocation_id": "inv-%d" % self.invocation,
+                "started_at": self.started,
+                "config_files": [{"path": SERVER["config_path"], "mtime": self.mtime}],
+            }
+        if name == "vllm_output_probe":
+            return {"outputs": ["a", "b", "c"], "agree": True, "matches": 3, "required": 2, "summary": "3 of 3 answers match"}
+        if name == "speculative_lock":
+            return {}
+        assert name == "vllm_benchmark", name
+        k = running.get("num_speculative_tokens")
+        runs = []
+        for c, n in zip(module_args["concurrency"], module_args["num_prompts_per_level"]):
+            gain = (self.gains.get(k, 0.0) if c == 1 else self.g8) if running else 0.0
+            tput = 100.0 * (1.0 + gain) * math.exp(self.rng.gauss(0.0, 0.01))
+            run = {"concurrency": c, "output_throughput": tput, "median_tpot_ms": 3000.0 / tput, "completed": n, "failed": 0}
+            if running:
+                run.update(
+                    spec_decode_num_drafts=400,
+                    spec_decode_draft_tokens=400 * k,
+                    spec_decode_accepted_tokens=int(400 * sum(self.alpha ** (i + 1) for i in range(k))),
+                    spec_decode_per_position_acceptance_rates=[self.alpha ** (i + 1) for i in range(k)],
+                )
+            runs.append(run)
+        inv = "inv-%d" % self.invocation
+        return {"runs": runs, "unit": {"invocation_before": inv, "invocation_after": inv, "speculative": bool(running)}, "started_at": 1, "finished_at": 2}
+
+
+def run_trial(device, settings, rungs):
+    import json
+
+    args = good_args(settings=settings, rungs=rungs, probe={"count": 3})
+    plugin = action(args)
+    plugin._connection = mock.MagicMock()
+    with mock.patch.object(ActionModule, "_execute_module", side_effect=device.module), mock.patch.object(
+        ActionModule, "_write_config", side_effect=device.write
+    ), mock.patch(
+        "ansible_collections.jetson_llm.speculative.plugins.action.speculative_trial.serve_config_yaml",
+        side_effect=lambda serve, plan, host=None: json.dumps(plan, sort_keys=True) if plan else "",
+    ), mock.patch("ansible.plugins.action.ActionBase.run", return_value={}):
+        return plugin.run(task_vars={"inventory_hostname": "dev-1"})
+
+
+SWEEP = {"candidates": [1, 2, 3, 4, 5, 6], "rounds": 2, "n_requests": 8}
+ALPHA = 0.7
+# a speculator of 2.4 GB over a 16 GB target: one draft forward costs 0.15 of a target forward
+BUDGET = {"speculator_weights_gb": 2.4, "target_weights_gb": 16.0}
+# the true c=1 gain of each k on the fake device: Leviathan's speedup at ALPHA and that cost (best k=3)
+GAINS = {k: (1.0 + sum(ALPHA ** (i + 1) for i in range(k))) / (k * 0.15 + 1.0) - 1.0 for k in SWEEP["candidates"]}
+
+
+def test_the_plugins_own_loop_sweeps_k_proves_each_k_and_serves_the_chosen_k():
+    device = FakeDevice(GAINS, alpha=ALPHA)
+    plan = dict(PLAN, gpu_memory_utilization=0.6, budget=BUDGET)
+    result = run_trial(device, {"ladder_rungs": 0, "output_proof": 3, "k_sweep": SWEEP}, [plan])
+    assert result["outcome"] == "keep", result["cause"]
+    k = result["k"]
+    assert k == result["sweep"]["choice"]["k"], result["sweep"].get("reason")
+    # the pruning kept the best k, and the choice is the best or within the tie tolerance of it, smaller
+    assert 3 in result["sweep"]["survivors"] and 1 not in result["sweep"]["survivors"], result["sweep"]["predictions"]
+    assert k in (2, 3) and GAINS[k] >= max(GAINS.values()) - 0.02, (k, GAINS)
+    # the device serves the chosen k and the record says so
+    assert device.plan(device.running)["num_speculative_tokens"] == k
+    assert result["fitted"]["num_speculative_tokens"] == k
+    # sweep blocks and verdict blocks are kept apart; every verdict block of the speculative arm ran k=3
+    assert result["sweep_blocks"] and all(b["phase"] == "sweep" and b["concurrency"] == 1 for b in result["sweep_blocks"])
+    assert result["counters"]["sweep_blocks"] == len(result["sweep_blocks"])
+    assert result["blocks"] and not any(b.get("phase") for b in result["blocks"])
+    assert {b["num_speculative_tokens"] for b in result["blocks"] if b["arm"] == "speculative"} == {k}
+    # the output proof: the baseline's reference, then once per k at its first start
+    swept = {b["num_speculative_tokens"] for b in result["sweep_blocks"] if b["arm"] == "speculative"}
+    assert device.calls.count("vllm_output_probe") == 1 + len(swept)
+    # the draft cost came from the plan's budget: at 0.15 a draft, k=6 is predicted slower than k=3
+    speed = {p["k"]: p["speedup"] for p in result["sweep"]["predictions"]}
+    assert speed[3] > speed[6] and abs(speed[3] - 1.0 - GAINS[3]) < 0.05, speed
+
+
+def test_the_plugins_sweep_climbs_the_ladder_after_an_out_of_memory_start():
+    device = FakeDevice(GAINS, alpha=ALPHA, oom_above=0.55)
+    rungs = [dict(PLAN, gpu_memory_utilization=0.6, budget=BUDGET), dict(PLAN, gpu_memory_utilization=0.55, budget=BUDGET)]
+    result = run_trial(device, {"ladder_rungs": 1, "output_proof": 0, "k_sweep": SWEEP}, rungs)
+    assert result["outcome"] == "keep", result["cause"]
+    failed = [r for r in result["restarts"] if not r["ready"]]
+    assert len(failed) == 1 and failed[0]["rung"] == 0 and failed[0]["k"] == 6
+    assert result["ladder"] and "0.6" in result["ladder"][0]
+    assert result["fitted"]["gpu_memory_utilization"] == 0.55 and result["fitted"]["num_speculative_tokens"] == result["k"]
+    assert device.plan(device.running) == result["fitted"]

@@ -3,15 +3,12 @@
 
 from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_verdict import MAX_DISCARDED, speculative_verdict_filter
 from ansible_collections.jetson_llm.speculative.plugins.filter.trial_internal import trial_internal
+from ansible_collections.jetson_llm.speculative.plugins.module_utils import _trial
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rollout_steps import arm_proof
 
 
 def trial_blocks(runs, **kwargs):
     return trial_internal(runs, "blocks", **kwargs)
-
-
-def speculative_choose_k(blocks, **kwargs):
-    return trial_internal(blocks, "choose_k", **kwargs)
 
 
 def live(invocation="inv-1", speculative=False, config_current=True, differences=()):
@@ -109,33 +106,41 @@ def test_blocks_failing_the_arm_proof_never_count_however_many():
     assert result["gain_c1"] == clean["gain_c1"]
 
 
-def test_choose_k_ignores_blocks_failing_the_arm_proof():
-    blocks = []
+def test_the_k_sweep_never_chooses_from_blocks_failing_the_arm_proof():
+    """Fast blocks of k=4 that measured another server (restarted during the block) are discarded by the trial
+    controller: they never reach the sweep's blocks, and k=2 is chosen as without them."""
+    observations, invocation = [], 0
+
+    def apply(arm, k):
+        nonlocal invocation
+        invocation += 1
+        observations.append({"type": "applied", "arm": arm, "rung": 0, "k": k, "ok": True, "invocation": invocation})
+
+    def measure(arm, k, tput, restarted=False):
+        block = {"arm": arm, "k": k, "phase": "sweep", "concurrency": 1, "n_requests": 8, "output_throughput": tput, "median_tpot_ms": 1000.0 / tput,
+                 "completed": 8, "failed": 0, "spec_metrics": arm == "speculative", "invocation_before": invocation,
+                 "invocation_after": invocation + (100 if restarted else 0), "num_speculative_tokens": k}  # fmt: skip
+        if arm == "speculative":
+            block["spec_decode_per_position_acceptance_rates"] = [0.8, 0.6, 0.45, 0.3]
+        observations.append({"type": "measured", "blocks": [block]})
+
+    settings = {"k_sweep": {"candidates": [2, 4], "draft_cost": 0.2, "rounds": 2}}
     for r in range(3):
-        blocks.append(
-            {"arm": "baseline", "concurrency": 1, "index": len(blocks), "output_throughput": 100.0 + r, "median_tpot_ms": 10.0, "completed": 8, "failed": 0}
-        )
-        for k, tput in ((2, 140.0), (4, 120.0)):
-            blocks.append({"arm": "speculative", "num_speculative_tokens": k, "concurrency": 1, "index": len(blocks),
-                           "output_throughput": tput + r, "median_tpot_ms": 8.0, "completed": 8, "failed": 0})  # fmt: skip
-    assert speculative_choose_k(blocks)["k"] == 2
-    # blocks of k=4 that measured another server (fast ones) must not make k=4 win
-    poisoned = blocks + [
-        {
-            "arm": "speculative",
-            "num_speculative_tokens": 4,
-            "concurrency": 1,
-            "index": 100 + i,
-            "output_throughput": 400.0,
-            "median_tpot_ms": 3.0,
-            "completed": 8,
-            "failed": 0,
-            "arm_proof": "restarted",
-            "discard": "it did not measure the speculative arm: restarted",
-        }
-        for i in range(3)
-    ]
-    assert speculative_choose_k(poisoned)["k"] == 2
+        apply("baseline", None)
+        measure("baseline", None, 100.0 + r)
+        for k, tput in ((4, 120.0), (2, 140.0)):
+            apply("speculative", k)
+            measure("speculative", k, tput + r)
+            if k == 4:
+                measure("speculative", 4, 400.0, restarted=True)  # poisoned: another server answered
+                apply("speculative", 4)
+    state = _trial.replay(settings, observations)
+    assert len(state["discarded"]) == 3 and all("restarted" in d["reason"] for d in state["discarded"])
+    assert max(b["output_throughput"] for b in state["sweep_blocks"]) < 400.0
+    assert not state["blocks"]  # sweep blocks never enter the verdict
+    progress = _trial.sweep_progress(state["trial"], state)
+    assert progress["record"]["survivors"] == [2, 4], progress
+    assert progress["record"]["choice"]["k"] == 2, progress
 
 
 def unit(before="inv-1", after="inv-1", speculative=False):

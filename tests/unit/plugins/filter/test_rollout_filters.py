@@ -21,14 +21,6 @@ def trial_blocks(value, **kwargs):
     return trial_internal(value, "blocks", **kwargs)
 
 
-def speculative_k_sweep(value, **kwargs):
-    return trial_internal(value, "k_sweep", **kwargs)
-
-
-def speculative_choose_k(value, **kwargs):
-    return trial_internal(value, "choose_k", **kwargs)
-
-
 def facts(total_gib=61.3, avail_gib=50.0):
     return _jetson.detect(
         {
@@ -95,33 +87,9 @@ def test_trial_blocks_tag_arm_concurrency_index_and_k():
         trial_blocks(runs[1:], segment=seg[:1], start=0)
 
 
-def test_k_sweep_prunes_and_schedules_survivors():
-    rates = [0.8, 0.62, 0.47, 0.35, 0.26, 0.19]  # alpha about 0.78
-    got = speculative_k_sweep(rates, candidates=[1, 2, 3, 4, 5, 6], draft_cost=0.05, num_drafts=400, rounds=2, n_requests=4)
-    assert set(got["survivors"]) <= {1, 2, 3, 4, 5, 6} and got["survivors"]
-    assert got["schedule"][0] == {"arm": "baseline", "num_speculative_tokens": None, "concurrency": 1, "n_requests": 4}
-    assert len(got["schedule"]) == 2 * (1 + len(got["survivors"]))
-    hopeless = speculative_k_sweep([0.05, 0.01], candidates=[2, 3, 4], draft_cost=0.2, num_drafts=1000)
-    assert hopeless["survivors"] == [] and hopeless["schedule"] == []
-
-
-def test_choose_k_prefers_the_faster_value():
-    blocks = []
-    i = 0
-    for _round in range(3):
-        for arm, k, tput in [("baseline", None, 20.0), ("speculative", 2, 30.0), ("speculative", 4, 36.0)]:
-            blocks.append({"arm": arm, "num_speculative_tokens": k, "concurrency": 1, "index": i, "output_throughput": tput * (1 + 0.01 * ((i * 7) % 3)),
-                           "median_tpot_ms": 1000.0 / tput, "completed": 8, "failed": 0})  # fmt: skip
-            i += 1
-    got = speculative_choose_k(blocks)
-    assert got["k"] == 4
-    with pytest.raises(AnsibleFilterError, match=r"trial_internal\(choose_k\)"):
-        speculative_choose_k([{"arm": "bogus"}])
-
-
 def test_trial_internal_is_one_filter_with_named_operations(render):
     assert list(FilterModule().filters()) == ["trial_internal"]
-    with pytest.raises(AnsibleFilterError, match="unknown operation 'verdict'; known: blocks, choose_k, k_sweep, ladder"):
+    with pytest.raises(AnsibleFilterError, match="unknown operation 'verdict'; known: blocks, ladder, proof"):
         trial_internal([], "verdict")
     with pytest.raises(AnsibleFilterError, match=r"trial_internal\(blocks\): .*unexpected keyword argument 'bogus'"):
         trial_internal([], "blocks", segment=[], start=0, bogus=1)

@@ -306,3 +306,11 @@ def test_a_prompts_file_is_read_once_per_version(tmp_path, monkeypatch):
         handle.write('{"prompt": ""}\n')  # a new version (size) is read again
     assert "line 2: prompt is empty" in _check_prompts(path)[0]
     assert len(reads) == 2
+
+
+def test_the_canary_sweep_needs_two_rounds():
+    """The trial controller's k sweep chooses from two mirrored rounds at least (four blocks per k with the
+    baseline): one round is refused in the preflight, naming the variable, before any device is touched."""
+    assert _settings.check_role("speculative_decoding", {"speculative_decoding_tune_rounds": 2}, host="h") == []
+    errors = _settings.check_role("speculative_decoding", {"speculative_decoding_tune_rounds": 1}, host="h")
+    assert errors and "speculative_decoding_tune_rounds" in errors[0], errors
