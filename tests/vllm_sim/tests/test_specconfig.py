@@ -132,6 +132,16 @@ def test_keys_new_in_0_34(key):
     assert key not in specconfig.fields_for(Version("0.33.0"))
 
 
+@pytest.mark.parametrize(("key", "first"), [("disable_padded_drafter_batch", "0.11.0"), ("use_heterogeneous_vocab", "0.25.0")])
+def test_keys_removed_in_0_34_fail_its_start(key, first):
+    """0.34.0's SpeculativeConfig lost both fields and forbids unknown ones: a server given either does not start."""
+    assert key in specconfig.fields_for(Version(first))
+    assert key in specconfig.fields_for(Version("0.33.0"))
+    assert key not in specconfig.fields_for(Version("0.34.0"))
+    cfg = {"method": "draft_model", "model": "Qwen/Qwen2.5-0.5B-Instruct", "num_speculative_tokens": 4, key: True}
+    assert "%s\n  Unexpected keyword argument" % key in fails(cfg, "0.34.0", target="Qwen/Qwen2.5-7B-Instruct").message
+
+
 # --------------------------------------------------------------------------- unknown keys
 
 

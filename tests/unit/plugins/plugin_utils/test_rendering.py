@@ -98,6 +98,14 @@ SERVE = {
         ("0.34.0", "custom_method", True),
         ("0.34.0", "parallel_drafting", True),
         ("0.34.0", "num_speculative_tokens_per_batch_size", True),
+        # removed in 0.34.0 (its SpeculativeConfig forbids unknown keys, so a server given them does not start)
+        ("0.10.2", "disable_padded_drafter_batch", False),
+        ("0.11.0", "disable_padded_drafter_batch", True),
+        ("0.33.0", "disable_padded_drafter_batch", True),
+        ("0.34.0", "disable_padded_drafter_batch", False),
+        ("0.24.0", "use_heterogeneous_vocab", False),
+        ("0.33.0", "use_heterogeneous_vocab", True),
+        ("0.34.0", "use_heterogeneous_vocab", False),
     ],
 )
 def test_spec_fields_per_version(version, key, present):
