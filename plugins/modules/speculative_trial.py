@@ -188,7 +188,7 @@ sweep:
   returned: success
   type: dict
 sweep_blocks:
-  description: Every block the k sweep measured, in order, as O(blocks) shows the verdict's.
+  description: Every block the k sweep measured, in order, as RV(blocks) shows the verdict's.
   returned: success
   type: list
   elements: dict
