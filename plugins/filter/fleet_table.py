@@ -23,7 +23,8 @@ description:
     C((decided earlier)).
 options:
   _input:
-    description: Per-host results (C(hostvars[host].__speculative_decoding_result)).
+    description: Per-host results (C(hostvars[host].speculative_decoding_result),
+      the public result of the P(jetson_llm.speculative.speculative_decoding#role) role).
     type: list
     elements: dict
     required: true

@@ -342,7 +342,7 @@ _PAIRS = (
 _SPECS = {}
 
 # Facts a role returns (set by its entry points; documented in its argument specs): never a setting.
-RESULTS = {"vllm_server": ("vllm_server_result",)}
+RESULTS = {"vllm_server": ("vllm_server_result",), "speculative_decoding": ("speculative_decoding_result",)}
 
 
 def role_spec(role):

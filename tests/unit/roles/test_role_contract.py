@@ -1,20 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The service role's contract: its private names (``__vllm_server_*``) are read only inside it; the
-speculative_decoding role and the playbooks read its documented inputs and its one public result
-(``vllm_server_result``), and include its entry points by name (``tasks_from``), never by file path.
-
-(The playbooks still read the speculative_decoding role's private results, such as
-``__speculative_decoding_result``; that role is the collection's top level and is not yet under this rule.)"""
+"""The roles' contract: each role's private names (``__vllm_server_*``, ``__speculative_decoding_*``) are read only
+inside it; other roles and the playbooks read its documented inputs and its one public result
+(``vllm_server_result``, ``speculative_decoding_result``), set by every entry point, and include its entry points by
+name (``tasks_from``), never by file path."""
 
 import os
 import re
 
+import pytest
 import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ROLES = sorted(name for name in os.listdir(os.path.join(ROOT, "roles")) if not name.startswith("."))
 # The roles whose private names nobody else reads.
-CONTRACT_ROLES = ("vllm_server",)
+CONTRACT_ROLES = ("vllm_server", "speculative_decoding")
 PRIVATE = re.compile(r"__(%s)_[a-z0-9_]+" % "|".join(CONTRACT_ROLES))
 
 
@@ -44,7 +43,9 @@ def _private_reads():
 def test_the_check_sees_both_roles_and_a_private_name():
     assert {"speculative_decoding", "vllm_server"} <= set(ROLES)
     assert PRIVATE.search("{{ __vllm_server_ready.ready }}")
+    assert PRIVATE.search("{{ hostvars['localhost'].__speculative_decoding_run_id }}")
     assert not PRIVATE.search("{{ vllm_server_result.ready }}")
+    assert not PRIVATE.search("{{ speculative_decoding_result.lock.busy }}")
 
 
 def test_no_role_or_playbook_reads_another_roles_private_variables():
@@ -72,22 +73,31 @@ def _tasks(items):
                 yield from _tasks(item.get(key))
 
 
-def test_every_vllm_server_entry_point_sets_the_public_result():
-    tasks_dir = os.path.join(ROOT, "roles", "vllm_server", "tasks")
-    with open(os.path.join(ROOT, "roles", "vllm_server", "meta", "argument_specs.yml"), encoding="utf-8") as handle:
+# role -> (entry points it must have, the step name its main entry point gives)
+ENTRY_POINTS = {
+    "vllm_server": ({"main", "facts", "configure", "snapshot", "restart", "restore", "live", "verify"}, "apply"),
+    "speculative_decoding": ({"main", "verify", "lock", "unlock"}, "main"),
+}
+
+
+@pytest.mark.parametrize("role", sorted(ENTRY_POINTS))
+def test_every_entry_point_sets_the_public_result(role):
+    tasks_dir = os.path.join(ROOT, "roles", role, "tasks")
+    with open(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml"), encoding="utf-8") as handle:
         entry_points = sorted(yaml.safe_load(handle)["argument_specs"])
-    assert {"main", "facts", "configure", "snapshot", "restart", "restore", "live", "verify"} <= set(entry_points)
+    required, main_step = ENTRY_POINTS[role]
+    assert required <= set(entry_points)
     missing = []
     for entry in entry_points:
         if entry in BINDING_ONLY:
             continue
         with open(os.path.join(tasks_dir, entry + ".yml"), encoding="utf-8") as handle:
             tasks = list(_tasks(yaml.safe_load(handle)))
-        steps = [t["vars"]["__vllm_server_step"] for t in tasks if t.get("ansible.builtin.import_tasks") == "result.yml"]
+        steps = [t["vars"]["__%s_step" % role] for t in tasks if t.get("ansible.builtin.import_tasks") == "result.yml"]
         if not steps:
             missing.append(entry)
-        # the last task of the entry point that returns a result names this entry point ("apply" for main)
-        elif steps[-1] != ("apply" if entry == "main" else entry):
+        # the last task of the entry point that returns a result names this entry point ("apply" for vllm_server's main)
+        elif steps[-1] != (main_step if entry == "main" else entry):
             missing.append("%s (last step %s)" % (entry, steps[-1]))
     assert missing == []
 
@@ -131,6 +141,25 @@ def test_the_result_is_documented_with_every_field_it_sets():
         text = handle.read()
     fields = set(re.findall(r"'([a-z_]+)':", text))
     with open(os.path.join(ROOT, "roles", "vllm_server", "meta", "argument_specs.yml"), encoding="utf-8") as handle:
+        doc = "\n".join(yaml.safe_load(handle)["argument_specs"]["main"]["description"])
+    undocumented = sorted(field for field in fields if "C(%s)" % field not in doc)
+    assert undocumented == []
+
+
+def test_the_speculative_decoding_result_is_documented_with_every_field_it_sets():
+    """Every field of speculative_decoding_result: the record of main (record.yml), the lock of lock and unlock, the
+    check of verify and result.yml's own, each named in the main entry point's description."""
+    tasks_dir = os.path.join(ROOT, "roles", "speculative_decoding", "tasks")
+    fields = set()
+    with open(os.path.join(tasks_dir, "record.yml"), encoding="utf-8") as handle:
+        for task in _tasks(yaml.safe_load(handle)):
+            fields |= set((task.get("ansible.builtin.set_fact") or {}).get("__speculative_decoding_result") or {})
+    assert {"outcome", "verdict", "elapsed_s", "cause", "num_speculative_tokens"} <= fields
+    for name in ("result.yml", "lock.yml", "unlock.yml"):
+        with open(os.path.join(tasks_dir, name), encoding="utf-8") as handle:
+            fields |= set(re.findall(r"'([a-z_]+)':", handle.read()))
+    fields |= {"check", "lock"}
+    with open(os.path.join(ROOT, "roles", "speculative_decoding", "meta", "argument_specs.yml"), encoding="utf-8") as handle:
         doc = "\n".join(yaml.safe_load(handle)["argument_specs"]["main"]["description"])
     undocumented = sorted(field for field in fields if "C(%s)" % field not in doc)
     assert undocumented == []

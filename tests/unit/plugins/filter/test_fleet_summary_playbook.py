@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """playbooks/summary.yml for real: ansible-playbook on localhost with an inventory whose hosts carry
-``__speculative_decoding_result`` as host variables. The devices are never contacted (the play runs on
+``speculative_decoding_result`` as host variables. The devices are never contacted (the play runs on
 localhost only), so the inventory points at nothing."""
 
 import json
@@ -23,9 +23,12 @@ BIN = os.path.dirname(sys.executable)
 ODD_REASON = "vLLM said: </td><script>alert(1)</script> & \"quoted\" 'single'"
 
 
-def write_inventory(tmp_path, results, without_result=(), group="specdec_fleet"):
-    hosts = {r["host"]: {"ansible_host": "192.0.2.10", "__speculative_decoding_result": r} for r in results}
+def write_inventory(tmp_path, results, without_result=(), group="specdec_fleet", locked_only=()):
+    # the role's main entry point set the result last (step main); a host whose run ended after it took its
+    # rollout lock (step lock) has no result of the run yet
+    hosts = {r["host"]: {"ansible_host": "192.0.2.10", "speculative_decoding_result": dict(r, step="main")} for r in results}
     hosts.update({h: {"ansible_host": "192.0.2.11"} for h in without_result})
+    hosts.update({h: {"ansible_host": "192.0.2.13", "speculative_decoding_result": {"step": "lock", "host": h, "outcome": None}} for h in locked_only})
     inv = {"all": {"children": {group: {"hosts": hosts}, "bystanders": {"hosts": {"other-01": {"ansible_host": "192.0.2.12"}}}}}}
     path = tmp_path / "hosts.yml"
     path.write_text(json.dumps(inv))
@@ -68,7 +71,7 @@ def files(report_dir):
 def test_two_runs_keep_the_history(tmp_path):
     results = fleet()
     results[0]["reason"] = ODD_REASON
-    inventory = write_inventory(tmp_path, results, without_result=["gone-01"])
+    inventory = write_inventory(tmp_path, results, without_result=["gone-01"], locked_only=["locked-01"])
     report = tmp_path / "report"
 
     # two rollouts that started two hours and one hour ago
@@ -79,12 +82,14 @@ def test_two_runs_keep_the_history(tmp_path):
     assert table[0].split()[:4] == ["host", "family", "method", "k"]
     assert any(line.startswith("orin-01 ") and line.endswith("keep (strong)") for line in table)
     assert "hosts: 6; keep 3, revert 2, skip 1" in table and "gone-01: no result (unreachable, failed, or stopped by the rollout)" in table
+    # a host whose run ended after it took its lock has no result of the run: missing, like an unreachable one
+    assert "locked-01: no result (unreachable, failed, or stopped by the rollout)" in table
     assert task_result(first, "Where the time went")["msg"].startswith("wall time ")
     run1 = "runs/" + id1
     assert files(report) == ["index.json", "latest.html", "latest.json", run1 + "/fleet.json", run1 + "/report.html"]
     fleet_json = json.loads((report / run1 / "fleet.json").read_text())
     assert fleet_json["run"]["id"] == id1 and fleet_json["run"]["target_group"] == "specdec_fleet"
-    assert fleet_json["counts"] == {"keep": 3, "revert": 2, "skip": 1, "missing": 1} and fleet_json["missing"] == ["gone-01"]
+    assert fleet_json["counts"] == {"keep": 3, "revert": 2, "skip": 1, "missing": 2} and fleet_json["missing"] == ["gone-01", "locked-01"]
     assert sorted(h["host"] for h in fleet_json["hosts"]) == sorted(r["host"] for r in results)
     assert (report / "latest.json").read_text() == (report / run1 / "fleet.json").read_text()
     assert not (report / "latest.html").is_symlink() and not (report / "latest.json").is_symlink()
@@ -97,7 +102,7 @@ def test_two_runs_keep_the_history(tmp_path):
     assert task_result(second, "Where the report is")["msg"].startswith("report: %s/latest.html" % report)
     index = json.loads((report / "index.json").read_text())
     assert [e["id"] for e in index["runs"]] == [id1, id2]
-    assert [e["counts"] for e in index["runs"]] == [{"keep": 3, "revert": 2, "skip": 1, "missing": 1}] * 2
+    assert [e["counts"] for e in index["runs"]] == [{"keep": 3, "revert": 2, "skip": 1, "missing": 2}] * 2
     assert all(e["wall_s"] > 0 and e["hosts"] == 6 for e in index["runs"])
     assert json.loads((report / "latest.json").read_text())["run"]["id"] == id2
     assert (report / run1 / "report.html").read_text() == first_html  # an earlier run is never rewritten

@@ -68,6 +68,11 @@ def test_the_roles_result_given_as_a_setting_is_refused():
         "host h: vllm_server_result: is the result the vllm_server role returns (each of its entry points sets it), "
         "not a setting; remove it from the inventory and the extra vars"
     ]
+    errors = _settings.check_role("speculative_decoding", {"speculative_decoding_result": {"outcome": "keep"}}, host="h")
+    assert errors == [
+        "host h: speculative_decoding_result: is the result the speculative_decoding role returns (each of its entry points "
+        "sets it), not a setting; remove it from the inventory and the extra vars"
+    ]
 
 
 def test_required_and_typed():
