@@ -143,24 +143,23 @@ class ActionModule(ActionBase):
             raise _Fault("writing %s failed: %s" % (self._server["config_path"], result.get("msg", "no message")))
         return bool(result.get("changed"))
 
-    def _live(self):
+    def _live(self, arm):
+        """What the server serves, and whether it is the arm (vllm_server_info's ``wanted``: the one rule)."""
         server = self._server
         args = {"url": server["url"], "model": server["model"], "service": server["service"]}
+        args.update(want_speculative=arm == SPECULATIVE, want_label="the %s arm" % arm)
         for key in ("api_key", "config_files", "start_record"):
             if server.get(key):
                 args[key] = server[key]
         return self._module("jetson_llm.speculative.vllm_server_info", args, "reading what the server serves")
 
-    def _mismatch(self, live, arm):
-        gaps = []
-        if live.get("config_current") is False:
-            gaps.extend(str(d) for d in live.get("differences") or ["the files changed after its start"])
-        spec = live.get("speculative")
-        if spec is not None and bool(spec) != (arm == SPECULATIVE):
-            gaps.append("speculation is %s on the %s arm" % ("loaded" if spec else "not loaded", arm))
-        if not live.get("running", True):
-            gaps.append("the server does not run")
-        return gaps
+    @staticmethod
+    def _mismatch(live):
+        """Why the live server is not the arm it was read for (``_live(arm)``); [] when it is."""
+        wanted = live.get("wanted")
+        if not isinstance(wanted, dict):
+            raise _Fault("vllm_server_info did not say whether the server is the wanted configuration")
+        return list(wanted.get("gaps") or [])
 
     def _plan_of(self, action):
         """The arm's plan: none for the baseline; the rung of the ladder, at the action's k when it names one."""
@@ -183,8 +182,8 @@ class ActionModule(ActionBase):
         restart = True
         if not changed and not force:
             # a file on disk is not the configuration served: restart unless the live server is this arm
-            live = self._live()
-            restart = bool(self._mismatch(live, arm)) or not live.get("running", False)
+            live = self._live(arm)
+            restart = bool(self._mismatch(live))
         if restart:
             res = self._module(
                 "ansible.builtin.systemd_service",
@@ -232,8 +231,8 @@ class ActionModule(ActionBase):
                     }
                 )
                 return {"rung": rung, "ok": False, "cause": cause, "detail": ready.get("detail") or "", "restarted": True}
-            live = self._live()
-            gaps = self._mismatch(live, arm)
+            live = self._live(arm)
+            gaps = self._mismatch(live)
             if gaps:
                 raise _Fault("after its restart the server is not the %s arm: %s" % (arm, "; ".join(gaps)))
             self._restarts.append({"arm": arm, "rung": rung, "k": plan.get("num_speculative_tokens"), "ready": True, "elapsed": ready.get("elapsed")})

@@ -209,3 +209,23 @@ def systemd_epoch(show, prop, monotonic_now, realtime_now):
     if mono <= 0:
         return None
     return realtime_now - (monotonic_now - mono / 1e6)
+
+
+def serving_gaps(live, speculative, wanted="the wanted configuration"):
+    """Why the live server is not the wanted configuration ([] when it is): the one rule, used by
+    ``vllm_server_info`` (its ``wanted`` return value), which the roles and the trial's action plugin read.
+
+    ``live``: a ``vllm_server_info`` result (``running``, ``config_current``, ``differences``, ``speculative``);
+    ``speculative``: whether the wanted configuration speculates; ``wanted``: its name in the reasons (for
+    example "the decision is keep", "the baseline arm"). Speculation that cannot be read from ``/metrics``
+    (``speculative`` null) is no gap.
+    """
+    gaps = []
+    if not live.get("running", False):
+        gaps.append("vLLM does not run")
+    if live.get("config_current") is False:
+        gaps.extend(str(d) for d in live.get("differences") or ["the configuration files changed after the server started"])
+    loaded = live.get("speculative")
+    if loaded is not None and bool(loaded) != bool(speculative):
+        gaps.append("speculation is %s where %s" % ("loaded" if loaded else "not loaded", wanted))
+    return gaps

@@ -79,6 +79,15 @@ options:
     description: Seconds to wait for each HTTP answer. A server that does not answer in time is reported with RV(responding=false).
     type: float
     default: 5
+  want_speculative:
+    description:
+      - Whether the configuration the caller wants served speculates. With it the module also answers whether the
+        live server is that configuration (RV(wanted)); without it RV(wanted) is null.
+    type: bool
+  want_label:
+    description: How RV(wanted.gaps) names the wanted configuration (for example C(the decision is keep)).
+    type: str
+    default: the wanted configuration
 notes:
   - Compare RV(invocation_id) (or, without systemd, RV(main_pid)) taken before and after a measurement to
     prove that no restart happened in between, and RV(speculative) with the arm that should be running.
@@ -101,6 +110,24 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+wanted:
+  description:
+    - Whether the live server is the configuration the caller wants (O(want_speculative)); the one rule every
+      caller reads (the roles' reconcile and arm switches, the trial's action plugin). Null without O(want_speculative).
+  returned: always
+  type: dict
+  contains:
+    speculative:
+      description: O(want_speculative).
+      type: bool
+    serves:
+      description: True when the server runs, was started from the configuration files as they are now, and loads
+        speculation exactly when the wanted configuration does (unknown speculation counts as served).
+      type: bool
+    gaps:
+      description: Why not, one reason each (C(vLLM does not run), RV(differences), C(speculation is loaded where ...)); empty when it serves.
+      type: list
+      elements: str
 running:
   description: Whether the server runs (the unit is active, or without O(service), the server answers).
   returned: always
@@ -250,6 +277,7 @@ from ansible_collections.jetson_llm.speculative.plugins.module_utils._vllm_healt
     http_get,
     parse_start_record,
     parse_systemctl_show,
+    serving_gaps,
     speculation_from_metrics,
     split_url,
     systemd_epoch,
@@ -455,6 +483,10 @@ def gather(module):
         result["started_at"] = round(result["started_at"], 3)
     result.update(http)
     result.update(config)
+    result["wanted"] = None
+    if p["want_speculative"] is not None:
+        gaps = serving_gaps(result, p["want_speculative"], p["want_label"])
+        result["wanted"] = {"speculative": p["want_speculative"], "serves": not gaps, "gaps": gaps}
     return result
 
 
@@ -468,6 +500,8 @@ def main():
             config_files=dict(type="list", elements="path", default=[]),
             start_record=dict(type="path"),
             timeout=dict(type="float", default=5.0),
+            want_speculative=dict(type="bool"),
+            want_label=dict(type="str", default="the wanted configuration"),
         ),
         supports_check_mode=True,
     )

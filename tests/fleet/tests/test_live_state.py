@@ -156,7 +156,7 @@ def test_a_revert_cut_off_before_its_restart_is_reconciled_on_the_live_server(li
 
     proc = live.playbook("reconcile")
     assert proc.returncode == 0, tail(proc.stdout + proc.stderr)
-    assert "reconciled:" in proc.stdout and "speculation was loaded where the decision is revert" in proc.stdout, tail(proc.stdout)
+    assert "reconciled:" in proc.stdout and "speculation is loaded where the decision is revert" in proc.stdout, tail(proc.stdout)
     assert not live.speculating(host)  # the live server now serves the recorded decision
     assert live.speculating(other) and live.main_pid(other) == other_pid  # the other device was left as it was
     report = host_report(live, "reconcile")

@@ -13,6 +13,7 @@ from unittest import mock
 import pytest
 from ansible.errors import AnsibleActionFail
 from ansible_collections.jetson_llm.speculative.plugins.action.speculative_trial import ActionModule
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._vllm_health import serving_gaps
 
 PLAN = {"decision": "enabled", "method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}
 SERVER = {"url": "http://127.0.0.1:8000", "service": "vllm.service", "config_path": "/etc/vllm/serve.yaml", "model": "m"}
@@ -122,7 +123,7 @@ class FakeDevice:
                 return {"ready": False, "out_of_memory": True, "cause": "out_of_memory", "detail": "CUDA out of memory"}
             return {"ready": True, "started_at": self.started, "elapsed": 1.0, "restart_began_at": self.started - 1}
         if name == "vllm_server_info":
-            return {
+            info = {
                 "running": True,
                 "config_current": self.running == self.written,
                 "speculative": bool(running),
@@ -130,6 +131,10 @@ class FakeDevice:
                 "started_at": self.started,
                 "config_files": [{"path": SERVER["config_path"], "mtime": self.mtime}],
             }
+            # the module's one rule, as vllm_server_info applies it
+            gaps = serving_gaps(info, module_args["want_speculative"], module_args["want_label"])
+            info["wanted"] = {"speculative": module_args["want_speculative"], "serves": not gaps, "gaps": gaps}
+            return info
         if name == "vllm_output_probe":
             return {"outputs": ["a", "b", "c"], "agree": True, "matches": 3, "required": 2, "summary": "3 of 3 answers match"}
         if name == "speculative_lock":

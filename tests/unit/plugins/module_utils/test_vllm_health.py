@@ -88,3 +88,19 @@ def test_probe_refused_connection_counts_as_loading():
     s.close()
     got = h.probe("http://127.0.0.1:%d" % port, "m", timeout=1)
     assert got["state"] == "loading"
+
+
+def test_serving_gaps_is_the_one_rule_for_the_wanted_configuration():
+    live = {"running": True, "config_current": True, "differences": [], "speculative": True}
+    assert h.serving_gaps(live, True) == []
+    assert h.serving_gaps(live, False, "the decision is revert") == ["speculation is loaded where the decision is revert"]
+    assert h.serving_gaps(dict(live, speculative=False), True, "the speculative arm") == ["speculation is not loaded where the speculative arm"]
+    # speculation that /metrics cannot tell is no gap; the files and the process are
+    assert h.serving_gaps(dict(live, speculative=None), False) == []
+    stale = dict(live, config_current=False, differences=["serve.yaml changed since the server started"])
+    assert h.serving_gaps(stale, True) == ["serve.yaml changed since the server started"]
+    assert h.serving_gaps(dict(stale, differences=[]), True) == ["the configuration files changed after the server started"]
+    # undecided freshness (null) is no gap
+    assert h.serving_gaps(dict(live, config_current=None), True) == []
+    down = {"running": False, "config_current": None, "differences": [], "speculative": None}
+    assert h.serving_gaps(down, True) == ["vLLM does not run"]

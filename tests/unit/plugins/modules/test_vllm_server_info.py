@@ -167,13 +167,21 @@ def test_live_server_through_ansible(tmp_path, sim, arm):
     assert res["invocation_id"] == "inv-live" and res["main_pid"] == server.proc.pid and res["active_state"] == "active"
     assert abs(res["started_at"] - time.time()) < 30
     assert res["start_record"] == "current" and res["config_current"] is True and res["config_evidence"] == "record"
+    # without a wanted configuration the module does not judge; with one it says whether the server is it
+    assert res["wanted"] is None
+    same = run_info(tmp_path, dict(args, want_speculative=arm == "speculative"), bindir)
+    assert same["wanted"] == {"speculative": arm == "speculative", "serves": True, "gaps": []}
+    other = run_info(tmp_path, dict(args, want_speculative=arm != "speculative", want_label="the decision is X"), bindir)
+    loaded = "loaded" if arm == "speculative" else "not loaded"
+    assert other["wanted"] == {"speculative": arm != "speculative", "serves": False, "gaps": ["speculation is %s where the decision is X" % loaded]}
     # the role rewrites serve.yaml without restarting: the live server no longer matches the files
     with open(paths[0], "a") as handle:
         handle.write("speculative-config: '{}'\n")
-    changed = run_info(tmp_path, args, bindir)
+    changed = run_info(tmp_path, dict(args, want_speculative=arm == "speculative"), bindir)
     assert changed["config_current"] is False
     assert changed["config_current"] is False and changed["config_evidence"] == "record"
     assert changed["differences"][-1].startswith(paths[0] + " changed since the server started (sha256 ")
+    assert changed["wanted"]["serves"] is False and changed["wanted"]["gaps"] == changed["differences"]
 
 
 def test_hung_server_is_not_responding(tmp_path, sim):
