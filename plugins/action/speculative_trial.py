@@ -356,9 +356,9 @@ class ActionModule(ActionBase):
         est = _estimate(verdict)
         display.display("%s: trial step %d: %s%s" % (self._host_name, step, what, "; estimate " + est if est else ""))
 
-    def _sweep_settings(self):
+    def _sweep_settings(self, settings):
         """The settings with each rung's draft cost filled in for a k sweep that does not give one."""
-        settings = dict(self._settings)
+        settings = dict(settings)
         sweep = settings.get("k_sweep")
         if isinstance(sweep, dict) and sweep.get("draft_cost") is None:
             settings["k_sweep"] = dict(sweep, draft_cost=[draft_cost(rung.get("budget")) for rung in self._rungs])
@@ -392,8 +392,7 @@ class ActionModule(ActionBase):
             return result
         self._serve = args["serve"]
         self._rungs = args["rungs"]
-        self._settings = args["settings"]
-        self._settings = self._sweep_settings()
+        self._settings = self._sweep_settings(args["settings"])
         self._server = args["server"]
         self._bench = dict(args["benchmark"])
         self._bench.setdefault("url", self._server["url"])
