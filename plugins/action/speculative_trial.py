@@ -23,7 +23,7 @@ from ansible_collections.jetson_llm.speculative.plugins.module_utils import _tri
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.base import SPECULATIVE
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.ksweep import draft_cost
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import SpecdecError
-from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering.config import serve_config_yaml
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering.unit import service_files
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rollout_steps import RolloutStepError, trial_blocks
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._values import plain
 
@@ -40,8 +40,9 @@ _SERVER_KEYS = {
     "ready_delay": (int, float),
     "config_files": list,
     "start_record": str,
+    "unit": dict,
 }
-_REQUIRED_SERVER = ("url", "service", "config_path", "model")
+_REQUIRED_SERVER = ("url", "service", "config_path", "model", "unit")
 # vllm_benchmark options the caller may set once for every measurement (the trial sets the rest per call)
 _BENCH_KEYS = frozenset(
     ("url", "model", "api_key", "output_len", "endpoint", "prompts_file", "prompts_name", "deadline", "result_dir", "label", "service", "timeout")
@@ -93,7 +94,7 @@ class ActionModule(ActionBase):
                 self._fail_arg("server." + key, "of type %s" % getattr(_SERVER_KEYS[key], "__name__", "number"))
         for key in _REQUIRED_SERVER:
             if not server.get(key):
-                self._fail_arg("server." + key, "set (a non-empty string)")
+                self._fail_arg("server." + key, "set (a non-empty string)" if key != "unit" else "set (vllm_server_result.server.unit)")
         for name, keys in (("benchmark", _BENCH_KEYS), ("probe", _PROBE_KEYS), ("lock", _LOCK_KEYS)):
             value = args.get(name)
             if value is None:
@@ -124,24 +125,28 @@ class ActionModule(ActionBase):
             raise _Fault("%s failed: %s" % (what, result.get("msg", "no message")))
         return result
 
-    def _write_config(self, content):
-        """Write the arm's serve configuration through ansible.builtin.copy (the action the role's vllm_server runs)."""
-        self._steps_run += 1
-        task = self._task.copy()
-        task.args = {"content": content, "dest": self._server["config_path"], "owner": "root", "group": "root", "mode": "0644"}
-        copy = self._shared_loader_obj.action_loader.get(
-            "ansible.legacy.copy",
-            task=task,
-            connection=self._connection,
-            play_context=self._play_context,
-            loader=self._loader,
-            templar=self._templar,
-            shared_loader_obj=self._shared_loader_obj,
-        )
-        result = copy.run(task_vars=self._task_vars)
-        if result.get("failed"):
-            raise _Fault("writing %s failed: %s" % (self._server["config_path"], result.get("msg", "no message")))
-        return bool(result.get("changed"))
+    def _write_files(self, files):
+        """Write the arm's files (service_files: the configuration and the unit) through ansible.builtin.copy,
+        as the vllm_server role writes the same renderer's output; True when any of them changed."""
+        changed = False
+        for entry in files:
+            self._steps_run += 1
+            task = self._task.copy()
+            task.args = {"content": entry["content"], "dest": entry["path"], "owner": "root", "group": "root", "mode": entry["mode"]}
+            copy = self._shared_loader_obj.action_loader.get(
+                "ansible.legacy.copy",
+                task=task,
+                connection=self._connection,
+                play_context=self._play_context,
+                loader=self._loader,
+                templar=self._templar,
+                shared_loader_obj=self._shared_loader_obj,
+            )
+            result = copy.run(task_vars=self._task_vars)
+            if result.get("failed"):
+                raise _Fault("writing %s failed: %s" % (entry["path"], result.get("msg", "no message")))
+            changed = changed or bool(result.get("changed"))
+        return changed
 
     def _live(self, arm):
         """What the server serves, and whether it is the arm (vllm_server_info's ``wanted``: the one rule)."""
@@ -174,10 +179,10 @@ class ActionModule(ActionBase):
         arm, rung = action["arm"], int(action["rung"])
         plan = self._plan_of(action)
         try:
-            content = serve_config_yaml(self._serve, plan or None, host=self._host_name)
+            files = service_files(self._serve, self._server["unit"], plan or None, host=self._host_name)
         except SpecdecError as exc:
             raise _Fault("rendering the %s configuration failed: %s" % (arm, exc)) from exc
-        changed = self._write_config(content)
+        changed = self._write_files(files)
         force = action.get("reason", "").startswith("re-apply")
         restart = True
         if not changed and not force:

@@ -18,9 +18,11 @@ description:
   - Runs the interleaved baseline/speculative trial of one device as one task, in the shape of
     M(ansible.builtin.reboot) - an action plugin on the controller that runs modules on the device in a loop.
   - Each step asks the trial controller (C(next_action) of the collection's trial reducer, the code that
-    C(make bench-decisions) scores) what to do and carries it out on the device. C(apply) writes the arm's serve
-    configuration (rendered on the controller by the renderer of the P(jetson_llm.speculative.vllm_serve_config#filter)
-    filter from O(serve) and the rung of O(rungs)) with M(ansible.builtin.copy), restarts the unit with
+    C(make bench-decisions) scores) what to do and carries it out on the device. C(apply) writes the arm's files, the serve
+    configuration and the unit (rendered on the controller by the renderer of the
+    P(jetson_llm.speculative.vllm_service_files#filter) filter, the one the P(jetson_llm.speculative.vllm_server#role) role
+    writes with, from O(serve), the C(unit) of O(server) and the rung of O(rungs)) with M(ansible.builtin.copy), so that
+    every arm carries what it needs (the container's mount of a speculator at a local path), restarts the unit with
     M(ansible.builtin.systemd_service) unless the live server already serves that arm from those files, waits with
     M(jetson_llm.speculative.vllm_ready), and reads the live server with M(jetson_llm.speculative.vllm_server_info).
     C(measure) runs M(jetson_llm.speculative.vllm_benchmark) on the blocks the verdict asks for. C(probe) runs
@@ -95,7 +97,8 @@ options:
   server:
     description:
       - The server on the device. C(url), C(service) (the unit, with C(.service)), C(config_path) (the serve
-        configuration file) and C(model) (the served model id) are required; C(api_key), C(ready_timeout),
+        configuration file), C(model) (the served model id) and C(unit) (what the unit needs besides the serve settings,
+        C(vllm_server_result.server.unit)) are required; C(api_key), C(ready_timeout),
         C(ready_delay), C(config_files) and C(start_record) (passed to M(jetson_llm.speculative.vllm_server_info))
         are optional.
     type: dict
@@ -132,11 +135,7 @@ EXAMPLES = r"""
     settings: {warmups: 2, ladder_rungs: 0, output_proof: 4, min_gain: 0.1, max_rounds: 6}
     serve: "{{ vllm_server_result.serve }}"
     rungs: ["{{ plan }}"]
-    server:
-      url: "{{ vllm_server_result.url }}"
-      service: "{{ vllm_server_result.service }}"
-      config_path: "{{ vllm_server_result.config_path }}"
-      model: Qwen/Qwen3-8B
+    server: "{{ vllm_server_result.server }}"
     benchmark: {output_len: 128, deadline: 900}
     probe: {count: 4}
   register: trial

@@ -15,14 +15,49 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.jetson_llm.speculative.plugins.action.speculative_trial import ActionModule
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._vllm_health import serving_gaps
 
-PLAN = {"decision": "enabled", "method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}
-SERVER = {"url": "http://127.0.0.1:8000", "service": "vllm.service", "config_path": "/etc/vllm/serve.yaml", "model": "m"}
+PLAN = {
+    "decision": "enabled",
+    "method": "eagle3",
+    "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+    "num_speculative_tokens": 3,
+    "draft_tensor_parallel_size": 1,
+    "gpu_memory_utilization": 0.6,
+}
+UNIT = {
+    "service": "vllm",
+    "unit_path": "/etc/systemd/system/vllm.service",
+    "config_path": "/etc/vllm/serve.yaml",
+    "env_file": "/etc/vllm/vllm.env",
+    "runtime": "native",
+    "engine": "/usr/bin/docker",
+    "container_name": "vllm",
+    "image": "vllm/vllm-openai:v0.20.0",
+    "image_flavor": "upstream",
+    "runtime_dir": "vllm",
+    "start_record": "/run/vllm/config.sha256",
+    "start_record_files": ["/etc/vllm/serve.yaml", "/etc/vllm/vllm.env", "/etc/systemd/system/vllm.service"],
+    "user": "vllm",
+    "user_home": "/var/lib/vllm",
+    "sandbox": True,
+    "read_write_paths": [],
+}
+SERVER = {"url": "http://127.0.0.1:8000", "service": "vllm.service", "config_path": "/etc/vllm/serve.yaml", "model": "m", "unit": UNIT}
+SERVE = {
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "served_model_name": "m",
+    "gpu_memory_utilization": 0.5,
+    "vllm_version": "0.20.0",
+    "env_file": "/etc/vllm/vllm.env",
+    "engine_bin": "/usr/bin/docker",
+    "container_name": "vllm",
+    "family": "agx_orin",
+}
 
 
 def good_args(**changes):
     args = {
         "settings": {"ladder_rungs": 0, "output_proof": 0},
-        "serve": {"model": "m"},
+        "serve": dict(SERVE),
         "rungs": [PLAN],
         "server": dict(SERVER),
         "benchmark": {"output_len": 64},
@@ -51,6 +86,8 @@ def action(args, check_mode=False):
         ({"rungs": [{"decision": "disabled"}]}, "rungs", "non-empty list of enabled plans"),
         ({"server": {k: v for k, v in SERVER.items() if k != "url"}}, "server.url", "non-empty string"),
         ({"server": dict(SERVER, port=8000)}, "server.port", "unknown key"),
+        ({"server": {k: v for k, v in SERVER.items() if k != "unit"}}, "server.unit", "vllm_server_result.server.unit"),
+        ({"server": dict(SERVER, unit="vllm.service")}, "server.unit", "of type dict"),
         ({"server": dict(SERVER, ready_timeout="soon")}, "server.ready_timeout", "of type"),
         ({"benchmark": {"concurrency": [1]}}, "benchmark.concurrency", "unknown key"),
         ({"settings": {"ladder_rungs": 0, "colour": 1}}, "settings", "unknown trial setting"),
@@ -85,8 +122,9 @@ def test_check_mode_touches_nothing():
 
 
 class FakeDevice:
-    """What the plugin's module calls meet: a served configuration (the plan as JSON; {} for the baseline), a
-    restart that may run out of memory above a utilization, per-k gains at c=1 and per-position acceptance."""
+    """What the plugin's module calls meet: the files the plugin writes (the collection's renderer's serve.yaml
+    and unit) and the ones a restart serves, a restart that may run out of memory above a utilization, per-k
+    gains at c=1 and per-position acceptance."""
 
     def __init__(self, gains, alpha=0.7, g8=0.05, oom_above=None, seed=0):
         import random
@@ -95,18 +133,29 @@ class FakeDevice:
         self.rng = random.Random(seed)
         self.clock = 1000.0
         self.written, self.mtime, self.running, self.started = None, None, None, None
+        self.unit_written, self.unit_running = None, None
+        self.starts = []
         self.invocation = 0
         self.calls = []
 
     def plan(self, content):
+        """The speculative configuration a serve.yaml holds ({} for the baseline), with its utilization."""
         import json
 
-        return json.loads(content) if content else {}
+        import yaml
 
-    def write(self, content):
+        data = yaml.safe_load(content) if content else {}
+        if not data.get("speculative-config"):
+            return {}
+        return dict(json.loads(data["speculative-config"]), gpu_memory_utilization=data["gpu-memory-utilization"])
+
+    def write(self, files):
+        assert [f["path"] for f in files] == [UNIT["config_path"], UNIT["unit_path"]], files
+        assert all(f["mode"] == "0644" for f in files)
         self.clock += 1
-        changed = content != self.written
-        self.written, self.mtime = content, self.clock
+        config, unit = files[0]["content"], files[1]["content"]
+        changed = config != self.written or unit != self.unit_written
+        self.written, self.unit_written, self.mtime = config, unit, self.clock
         return changed
 
     def module(self, module_name=None, module_args=None, task_vars=None):
@@ -115,7 +164,8 @@ class FakeDevice:
         running = self.plan(self.running)
         if name == "systemd_service":
             self.clock += 1
-            self.running, self.started = self.written, self.clock
+            self.running, self.unit_running, self.started = self.written, self.unit_written, self.clock
+            self.starts.append((self.plan(self.written), self.unit_written))
             self.invocation += 1
             return {"status": {"ActiveState": "active"}}
         if name == "vllm_ready":
@@ -125,7 +175,7 @@ class FakeDevice:
         if name == "vllm_server_info":
             info = {
                 "running": True,
-                "config_current": self.running == self.written,
+                "config_current": self.running == self.written and self.unit_running == self.unit_written,
                 "speculative": bool(running),
                 "invocation_id": "inv-%d" % self.invocation,
                 "started_at": self.started,
@@ -158,17 +208,12 @@ class FakeDevice:
         return {"runs": runs, "unit": {"invocation_before": inv, "invocation_after": inv, "speculative": bool(running)}, "started_at": 1, "finished_at": 2}
 
 
-def run_trial(device, settings, rungs):
-    import json
-
-    args = good_args(settings=settings, rungs=rungs, probe={"count": 3})
+def run_trial(device, settings, rungs, server=None):
+    args = good_args(settings=settings, rungs=rungs, probe={"count": 3}, server=dict(server or SERVER))
     plugin = action(args)
     plugin._connection = mock.MagicMock()
     with mock.patch.object(ActionModule, "_execute_module", side_effect=device.module), mock.patch.object(
-        ActionModule, "_write_config", side_effect=device.write
-    ), mock.patch(
-        "ansible_collections.jetson_llm.speculative.plugins.action.speculative_trial.serve_config_yaml",
-        side_effect=lambda serve, plan, host=None: json.dumps(plan, sort_keys=True) if plan else "",
+        ActionModule, "_write_files", side_effect=device.write
     ), mock.patch("ansible.plugins.action.ActionBase.run", return_value={}):
         return plugin.run(task_vars={"inventory_hostname": "dev-1"})
 
@@ -216,4 +261,28 @@ def test_the_plugins_sweep_climbs_the_ladder_after_an_out_of_memory_start():
     assert len(failed) == 1 and failed[0]["rung"] == 0 and failed[0]["k"] == 6
     assert result["ladder"] and "0.6" in result["ladder"][0]
     assert result["fitted"]["gpu_memory_utilization"] == 0.55 and result["fitted"]["num_speculative_tokens"] == result["k"]
-    assert device.plan(device.running) == result["fitted"]
+    served = device.plan(device.running)
+    assert (served["gpu_memory_utilization"], served["num_speculative_tokens"]) == (0.55, result["k"]), served
+
+
+def test_every_arm_in_a_container_carries_the_mount_of_a_speculator_at_a_local_path():
+    """One renderer of the service's files: the unit of every speculative start mounts the local speculator
+    (the container cannot read it otherwise), the baseline's does not, and the server ends on the unit it needs."""
+    device = FakeDevice(GAINS, alpha=ALPHA, oom_above=0.55)
+    local = "/opt/models/llama31-8b-eagle3"
+    mount = '"-v" "%s:%s:ro"' % (local, local)
+    rungs = [dict(PLAN, model=local, gpu_memory_utilization=0.6, budget=BUDGET), dict(PLAN, model=local, gpu_memory_utilization=0.55, budget=BUDGET)]
+    server = dict(SERVER, unit=dict(UNIT, runtime="docker", user=""))
+    result = run_trial(device, {"ladder_rungs": 1, "output_proof": 3, "k_sweep": SWEEP}, rungs, server=server)
+    assert result["outcome"] == "keep", result["cause"]
+    speculative = [unit for plan, unit in device.starts if plan]
+    baseline = [unit for plan, unit in device.starts if not plan]
+    assert speculative and baseline, device.starts
+    for unit in speculative:
+        assert mount in unit and '"/usr/bin/docker" "run"' in unit, unit
+    for unit in baseline:
+        assert mount not in unit and '"/usr/bin/docker" "run"' in unit, unit
+    assert mount in device.unit_running and device.plan(device.running)["model"] == local
+    # the start that ran out of memory was the first rung's; the arm that serves is the second's, mount and all
+    assert [r["rung"] for r in result["restarts"] if not r["ready"]] == [0]
+    assert device.plan(device.running)["gpu_memory_utilization"] == 0.55

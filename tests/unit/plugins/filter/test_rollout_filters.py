@@ -5,9 +5,10 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.jetson_llm.speculative.plugins.filter.model_info import model_info
 from ansible_collections.jetson_llm.speculative.plugins.filter.trial_internal import FilterModule, trial_internal
-from ansible_collections.jetson_llm.speculative.plugins.filter.vllm_serve_argv import vllm_serve_argv
 from ansible_collections.jetson_llm.speculative.plugins.module_utils import _jetson
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning import planner
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import SpecdecError
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering.argv import serve_argv
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 QWEN = "Qwen/Qwen3-8B"
@@ -58,16 +59,16 @@ def test_model_info():
 
 
 def test_serve_argv_native_and_jetson_image():
-    assert vllm_serve_argv({"vllm_bin": "/usr/local/bin/vllm"}, config_path="/etc/vllm/serve.yaml") == [
+    assert serve_argv({"vllm_bin": "/usr/local/bin/vllm"}, "/etc/vllm/serve.yaml", "native") == [
         "/usr/local/bin/vllm",
         "serve",
         "--config",
         "/etc/vllm/serve.yaml",
     ]
-    argv = vllm_serve_argv({}, config_path="/etc/vllm/serve.yaml", runtime="docker", image="ghcr.io/nvidia-ai-iot/vllm:r36.4", image_flavor="jetson")
+    argv = serve_argv({}, "/etc/vllm/serve.yaml", "docker", image="ghcr.io/nvidia-ai-iot/vllm:r36.4", image_flavor="jetson")
     assert argv[argv.index("--entrypoint") : argv.index("--entrypoint") + 4] == ["--entrypoint", "vllm", "ghcr.io/nvidia-ai-iot/vllm:r36.4", "serve"]
-    with pytest.raises(AnsibleFilterError, match="config_path"):
-        vllm_serve_argv({}, config_path="/etc/vllm/serve.conf")
+    with pytest.raises(SpecdecError, match="config_path"):
+        serve_argv({}, "/etc/vllm/serve.conf", "native")
 
 
 def test_trial_blocks_tag_arm_concurrency_index_and_k():
