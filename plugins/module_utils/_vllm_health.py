@@ -215,7 +215,7 @@ def serving_gaps(live, speculative, wanted="the wanted configuration"):
     """Why the live server is not the wanted configuration ([] when it is): the one rule, used by
     ``vllm_server_info`` (its ``wanted`` return value), which the roles and the trial's action plugin read.
 
-    ``live``: a ``vllm_server_info`` result (``running``, ``config_current``, ``differences``, ``speculative``);
+    ``live``: a ``vllm_server_info`` result (``running``, ``healthy``, ``config_current``, ``differences``, ``speculative``);
     ``speculative``: whether the wanted configuration speculates; ``wanted``: its name in the reasons (for
     example "the decision is keep", "the baseline arm"). Speculation that cannot be read from ``/metrics``
     (``speculative`` null) is no gap.
@@ -223,6 +223,8 @@ def serving_gaps(live, speculative, wanted="the wanted configuration"):
     gaps = []
     if not live.get("running", False):
         gaps.append("vLLM does not run")
+    elif live.get("healthy") is False:
+        gaps.append("vLLM runs but does not answer /health")
     if live.get("config_current") is False:
         gaps.extend(str(d) for d in live.get("differences") or ["the configuration files changed after the server started"])
     loaded = live.get("speculative")

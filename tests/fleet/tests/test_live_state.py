@@ -11,7 +11,10 @@ judged on the live server (its ``/metrics`` and its process), not on files:
 - two rollouts at once: the second finds the device "busy" and leaves it alone; the first is killed and a
   plain re-run breaks the dead run's lock and converges;
 - a failure before the trial (an image tag that does not exist): that host fails with the registry's answer,
-  the others finish, the summary and the report are written, and a plain re-run converges.
+  the others finish, the summary and the report are written, and a plain re-run converges;
+- a container host whose speculator is at a local path on the device: every speculative start of its trial
+  runs a container that mounts it (read from the live container while the trial runs), and after the revert
+  the container serves the baseline from the known-good files.
 
 Run as root: ``make fleet-test``. The module fixture brings the fleet up and always tears it down.
 """
@@ -31,6 +34,10 @@ LIVE_FLEET = os.path.join(FLEET_DIR, "live.yml")
 PLAYBOOK = os.path.join(REPO, "playbooks", "enable_speculation.yml")
 HOSTS = ("l-orin-1", "l-orin-2")
 DOCKER = "l-nano-docker"
+# the container host whose EAGLE-3 head is at a local path (tests/fleet/live.yml)
+LOCAL = "l-orin-docker"
+LOCAL_HEAD = "/opt/models/llama31-8b-eagle3"
+HUB = "/root/.cache/huggingface/hub/models--yuhuili--EAGLE3-LLaMA3.1-Instruct-8B"
 STATE_DIR = "/var/lib/jetson_llm/speculative"
 STATE = STATE_DIR + "/state.json"
 LOCK = STATE_DIR + "/rollout.lock"
@@ -87,6 +94,30 @@ class Live(RunningFleet):
             time.sleep(1)
         raise AssertionError("%s: no rollout lock within %d s" % (name, deadline_s))
 
+    def container(self, name):
+        """The live container of the service: its id and its mounts (docker inspect), or None when none runs."""
+        out = self.ssh(name, "docker inspect --format '{{json .}}' vllm 2>/dev/null || true").stdout.strip()
+        if not out:
+            return None
+        info = json.loads(out)
+        return {"id": info["Id"], "mounts": info.get("Mounts") or []}
+
+    def watch_container(self, name, proc, every_s=2.0):
+        """While ``proc`` runs: the container's mounts each time it was seen serving, with or without speculation
+        (the same container before and after reading /metrics, so that a restart in between is not misread)."""
+        seen = []
+        while proc.poll() is None:
+            before = self.container(name)
+            try:
+                metrics = self.http_get(name, "/metrics")[1]
+            except OSError:
+                metrics = None
+            after = self.container(name)
+            if before and after and metrics is not None and before["id"] == after["id"]:
+                seen.append({"id": before["id"], "speculative": "vllm:spec_decode_num_drafts" in metrics, "mounts": before["mounts"]})
+            time.sleep(every_s)
+        return seen
+
     def fingerprint(self):
         cmd = "sha256sum /etc/vllm/serve.yaml /etc/vllm/vllm.env %s; systemctl show -p MainPID -p InvocationID vllm.service" % STATE
         return {h: self.ssh(h, cmd, check=True).stdout for h in HOSTS}
@@ -112,17 +143,28 @@ def live(tmp_path_factory):
         if proc.returncode != 0:
             pytest.fail("fleet up failed (%d):\n%s%s" % (proc.returncode, proc.stdout, proc.stderr))
         with open(ops.STATE_JSON) as f:
-            yield Live(json.load(f), inventory, str(work))
+            fleet = Live(json.load(f), inventory, str(work))
+        # the operator's local copy of the EAGLE-3 head (the files of the Hub snapshot, at a path of their own)
+        fleet.ssh(LOCAL, 'mkdir -p /opt/models && cp -rL "%s/snapshots/$(cat %s/refs/main)" %s' % (HUB, HUB, LOCAL_HEAD), check=True)
+        yield fleet
     finally:
         fleet_cmd("down")
 
 
 @pytest.fixture(scope="module")
-def kept(live):
-    proc = live.playbook("first")
-    assert proc.returncode == 0, tail(proc.stdout + proc.stderr)
+def watched(live):
+    """The first run, with the local-path container host's live container read all along its trial."""
+    proc = live.start("first", "first")
+    seen = live.watch_container(LOCAL, proc)
+    rc, out = live.finish(proc)
+    assert rc == 0, tail(out)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def kept(live, watched):
     report = host_report(live, "first")
-    assert {h: report[h]["outcome"] for h in HOSTS} == {h: "keep" for h in HOSTS}, tail(proc.stdout)
+    assert {h: report[h]["outcome"] for h in HOSTS} == {h: "keep" for h in HOSTS}, report
     assert report[DOCKER]["outcome"] == "skip", report[DOCKER]
     for h in HOSTS:
         assert live.speculating(h), h
@@ -179,7 +221,7 @@ def test_a_trial_cut_off_after_rendering_the_baseline_measures_the_baseline(live
     live.ssh(host, "cp -p %s/serve.yaml /etc/vllm/serve.yaml && rm -f %s" % (KNOWN_GOOD, STATE), check=True)
     proc = live.playbook("early")
     assert proc.returncode == 0, tail(proc.stdout + proc.stderr)
-    assert "the live server is not the baseline arm" in proc.stdout, tail(proc.stdout)
+    assert "the live server is not the configuration wanted (the baseline arm: " in proc.stdout, tail(proc.stdout)
     record = live.record(host)
     assert record["decision"] == "keep", record.get("reason")
     baseline = [b for b in record["blocks"] if b["arm"] == "baseline"]
@@ -257,6 +299,30 @@ def test_a_failure_before_the_trial_fails_that_host_not_the_run(live, kept):
     report = host_report(live, "fixed")
     assert report[DOCKER]["outcome"] in ("skip", "keep", "revert"), report[DOCKER]
     assert live.http_get(DOCKER, "/health")[0] == 200
+
+
+def test_a_container_mounts_a_speculator_at_a_local_path_through_the_trial_and_after_the_revert(live, watched, kept):
+    """One renderer of the service's files: each speculative start of the trial is a container that mounts the local
+    head read-only (otherwise vLLM cannot load it and the trial could not have measured speculation), and the revert
+    gives back the baseline's files, the unit included, which the live container runs."""
+    report = kept[LOCAL]
+    # the trial measured speculation and reverted for the gain asked for (0.95), not for a start that failed
+    assert report["outcome"] == "revert", report
+    assert "did not start" not in (report.get("reason") or ""), report
+    speculative = [s for s in watched if s["speculative"]]
+    assert speculative, "the live container of %s never served speculation during the trial: %s" % (LOCAL, watched)
+    for seen in speculative:
+        mounts = [m for m in seen["mounts"] if m.get("Destination") == LOCAL_HEAD]
+        assert mounts and mounts[0]["Source"] == LOCAL_HEAD and mounts[0]["RW"] is False, seen
+    # after the revert: the baseline serves, from the known-good files (the unit too), in a container without the head
+    assert live.http_get(LOCAL, "/health")[0] == 200
+    assert not live.speculating(LOCAL)
+    now = live.container(LOCAL)
+    assert now and not [m for m in now["mounts"] if m.get("Destination") == LOCAL_HEAD], now
+    same = live.ssh(LOCAL, "cmp /etc/systemd/system/vllm.service %s/vllm.service && cmp /etc/vllm/serve.yaml %s/serve.yaml" % (KNOWN_GOOD, KNOWN_GOOD))
+    assert same.returncode == 0, same.stdout + same.stderr
+    record = live.ssh(LOCAL, "cat /run/vllm/config.sha256", check=True).stdout
+    assert "/etc/systemd/system/vllm.service" in record, record
 
 
 def test_zz_fleet_down(live):

@@ -73,9 +73,20 @@ def _tasks(items):
                 yield from _tasks(item.get(key))
 
 
+def _imported(tasks_dir, name):
+    """The tasks of a task file in order, with the tasks of the files it imports statically (not result.yml) in place."""
+    with open(os.path.join(tasks_dir, name), encoding="utf-8") as handle:
+        tasks = list(_tasks(yaml.safe_load(handle)))
+    for task in tasks:
+        yield task
+        imported = task.get("ansible.builtin.import_tasks")
+        if imported and imported != "result.yml":
+            yield from _imported(tasks_dir, imported)
+
+
 # role -> (entry points it must have, the step name its main entry point gives)
 ENTRY_POINTS = {
-    "vllm_server": ({"main", "facts", "configure", "snapshot", "restart", "restore", "live", "verify"}, "apply"),
+    "vllm_server": ({"main", "serve", "facts", "configure", "snapshot", "restart", "restore", "live", "verify"}, "apply"),
     "speculative_decoding": ({"main", "verify", "lock", "unlock"}, "main"),
 }
 
@@ -91,9 +102,7 @@ def test_every_entry_point_sets_the_public_result(role):
     for entry in entry_points:
         if entry in BINDING_ONLY:
             continue
-        with open(os.path.join(tasks_dir, entry + ".yml"), encoding="utf-8") as handle:
-            tasks = list(_tasks(yaml.safe_load(handle)))
-        steps = [t["vars"]["__%s_step" % role] for t in tasks if t.get("ansible.builtin.import_tasks") == "result.yml"]
+        steps = [t["vars"]["__%s_step" % role] for t in _imported(tasks_dir, entry + ".yml") if t.get("ansible.builtin.import_tasks") == "result.yml"]
         if not steps:
             missing.append(entry)
         # the last task of the entry point that returns a result names this entry point ("apply" for vllm_server's main)
@@ -163,3 +172,48 @@ def test_the_speculative_decoding_result_is_documented_with_every_field_it_sets(
         doc = "\n".join(yaml.safe_load(handle)["argument_specs"]["main"]["description"])
     undocumented = sorted(field for field in fields if "C(%s)" % field not in doc)
     assert undocumented == []
+
+
+def _includes(role, name):
+    """(role, file) of every task file ``name`` of ``role`` includes or imports (include_role/import_role: tasks_from)."""
+    with open(os.path.join(ROOT, "roles", role, "tasks", name), encoding="utf-8") as handle:
+        tasks = list(_tasks(yaml.safe_load(handle)))
+    found = []
+    for task in tasks:
+        for key in ("ansible.builtin.include_tasks", "ansible.builtin.import_tasks"):
+            if key in task:
+                found.append((role, task[key]))
+        for key in ("ansible.builtin.include_role", "ansible.builtin.import_role"):
+            if key in task:
+                found.append((task[key]["name"].rsplit(".", 1)[-1], task[key].get("tasks_from", "main.yml")))
+    return found
+
+
+def _depth(role, name, seen=()):
+    """The longest include chain from a task file (0: it includes nothing)."""
+    assert (role, name) not in seen, "include cycle through %s/%s" % (role, name)
+    children = _includes(role, name)
+    return max((1 + _depth(r, n, (*seen, (role, name))) for r, n in children), default=0)
+
+
+def test_one_writer_of_the_service_files_and_a_role_that_stays_small():
+    """The trial's role has at most 14 task files and no include chain deeper than 4 from any entry point; the
+    baseline and the decided configuration are served by vllm_server's serve entry point (no switch.yml), and
+    only vllm_server's configure.yml writes the service's files (with the one renderer, vllm_service_files)."""
+    tasks_dir = os.path.join(ROOT, "roles", "speculative_decoding", "tasks")
+    names = sorted(os.listdir(tasks_dir))
+    assert len(names) <= 14 and "switch.yml" not in names, names
+    with open(os.path.join(ROOT, "roles", "speculative_decoding", "meta", "argument_specs.yml"), encoding="utf-8") as handle:
+        entry_points = sorted(yaml.safe_load(handle)["argument_specs"])
+    depths = {entry: _depth("speculative_decoding", entry + ".yml") for entry in entry_points}
+    assert max(depths.values()) <= 4, depths
+    serves = [n for n in names if ("vllm_server", "serve.yml") in _includes("speculative_decoding", n)]
+    assert {"trial.yml", "settle.yml"} <= set(serves), serves
+    writers = []
+    for path in _yaml_files("roles"):
+        with open(path, encoding="utf-8") as handle:
+            if "jetson_llm.speculative.vllm_service_files(" in handle.read():
+                writers.append(os.path.relpath(path, ROOT))
+    assert writers == [os.path.join("roles", "vllm_server", "tasks", "configure.yml")], writers
+    # no template renders the unit or the configuration beside the renderer (the environment file is the one template)
+    assert os.listdir(os.path.join(ROOT, "roles", "vllm_server", "templates")) == ["vllm.env.j2"]

@@ -104,3 +104,7 @@ def test_serving_gaps_is_the_one_rule_for_the_wanted_configuration():
     assert h.serving_gaps(dict(live, config_current=None), True) == []
     down = {"running": False, "config_current": None, "differences": [], "speculative": None}
     assert h.serving_gaps(down, True) == ["vLLM does not run"]
+    # a unit that runs a server that does not answer /health (hung, still loading) is not serving it
+    assert h.serving_gaps(dict(live, healthy=False, speculative=None), True) == ["vLLM runs but does not answer /health"]
+    assert h.serving_gaps(dict(live, healthy=True), True) == []
+    assert h.serving_gaps(dict(down, healthy=False), True) == ["vLLM does not run"]
