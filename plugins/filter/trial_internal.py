@@ -14,99 +14,67 @@ author:
   - Jetson LLM maintainers (@jetson-llm)
 description:
   - The one entry point from the P(jetson_llm.speculative.speculative_decoding#role) role's tasks to the Python
-    steps of a trial. It is internal; operations and their arguments may change in any release. For your own
+    steps of a trial that the trial's action plugin does not run itself. It is internal; operations and their
+    arguments may change in any release. For your own
     playbooks use the public filters (P(jetson_llm.speculative.speculative_plan#filter),
     P(jetson_llm.speculative.speculative_verdict#filter), the report filters).
-  - C(blocks) turns the C(runs) of one P(jetson_llm.speculative.vllm_benchmark#module) call into trial blocks tagged
-    with arm, concurrency and index; a block that did not measure its arm (checked against O(served) and O(after))
-    or was measured while the vLLM simulator ran late gets a C(discard) reason and never enters the verdict.
-  - C(proof) returns the verdict (the input) turned into a revert when a proof beside the statistics fails, the
-    output probe (O(outputs), a result of P(jetson_llm.speculative.vllm_output_probe#module) with C(expected), cause
-    C(outputs_differ)), or, for a kept verdict, the acceptance floor O(min_acceptance) over the speculative O(blocks)
-    (cause C(not_accepted)); otherwise the verdict unchanged.
   - C(ladder) lists the configurations to try when vLLM does not start with a plan (the plan, then lower
     utilization by O(step), O(steps) times, then smaller speculators of the same family that fit).
 positional: _input, operation
 options:
   _input:
     description:
-      - C(blocks), the benchmark's C(runs); C(ladder), an enabled plan; C(proof), a verdict.
+      - An enabled plan.
     type: raw
     required: true
   operation:
     description: The step.
     type: str
     required: true
-    choices: [blocks, ladder, proof]
-  segment:
-    description: C(blocks) only. The blocks the benchmark measured, in the order of its runs.
-    type: list
-    elements: dict
-  start:
-    description: C(blocks) only. Index of the first block in the trial.
-    type: int
-  result_file:
-    description: C(blocks) only. Path of the saved benchmark result on the device.
-    type: str
-  served:
-    description: C(blocks) only. The live server the arm was applied to, plus C(arm); without it no arm proof is made.
-    type: dict
-  after:
-    description: C(blocks) only. The benchmark's C(unit) evidence of the measurement.
-    type: dict
+    choices: [ladder]
   facts:
-    description: C(ladder) only. C(ansible_facts.jetson).
+    description: C(ansible_facts.jetson).
     type: dict
   target_model:
-    description: C(ladder) only. Served model id.
+    description: Served model id.
     type: str
   serve:
-    description: C(ladder) only. Serve settings.
+    description: Serve settings.
     type: dict
   concurrency:
-    description: C(ladder) only. Expected concurrency.
+    description: Expected concurrency.
     type: int
     default: 1
   catalog:
-    description: C(ladder) only. Extra catalog entries.
+    description: Extra catalog entries.
     type: dict
   overrides:
-    description: C(ladder) only. The host's overrides.
+    description: The host's overrides.
     type: dict
   step:
-    description: C(ladder) only. Utilization step.
+    description: Utilization step.
     type: float
     default: 0.05
   steps:
-    description: C(ladder) only. Number of utilization steps.
+    description: Number of utilization steps.
     type: int
     default: 1
   host:
-    description: C(ladder) only. Host name for messages.
+    description: Host name for messages.
     type: str
-  outputs:
-    description: C(proof) only. The registered result of P(jetson_llm.speculative.vllm_output_probe#module) with C(expected).
-    type: dict
-  blocks:
-    description: C(proof) only. The trial's blocks (the speculative ones give the acceptance).
-    type: list
-    elements: dict
-  min_acceptance:
-    description: C(proof) only. Acceptance floor (accepted over drafted tokens) of a kept verdict.
-    type: float
 """
 
 EXAMPLES = r"""
-# Internal: how the role adds the blocks of one measurement (not for use outside the collection's roles)
-- name: Add the blocks to the trial
+# Internal: how the role builds its out-of-memory ladder (not for use outside the collection's roles)
+- name: Build the speculative configurations the trial may start
   ansible.builtin.set_fact:
-    blocks: "{{ blocks + (bench.runs | jetson_llm.speculative.trial_internal('blocks', segment=segment, start=blocks | length)) }}"
+    rungs: "{{ plan | jetson_llm.speculative.trial_internal('ladder', facts=ansible_facts.jetson, target_model=model, serve=serve) }}"
 """
 
 RETURN = r"""
 _value:
   description:
-    - C(blocks), the tagged blocks; C(ladder), the list of rungs (plans with C(rung)); C(proof), the verdict.
+    - The list of rungs (plans with C(rung)), the plan first.
   type: raw
 """
 

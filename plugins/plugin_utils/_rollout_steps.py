@@ -1,17 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The roles' internal steps that need Python: the blocks of one benchmark measurement with their arm proof,
-the out-of-memory ladder and the proofs beside the statistics (the k sweep is a phase of the trial controller,
-``plugins/module_utils/_trial.py``). Reached from the roles through the
-one internal filter ``jetson_llm.speculative.trial_internal``; not an API (names and arguments may change in
-any release). Errors are ``RolloutStepError`` with a message that names what was wrong.
+"""The trial's internal steps that need Python beside the trial controller (``plugins/module_utils/_trial.py``,
+which owns the verdict, the proofs beside the statistics and the k sweep): the blocks of one benchmark
+measurement with their arm proof (called by the trial's action plugin) and the out-of-memory ladder (reached
+from the role through the one internal filter ``jetson_llm.speculative.trial_internal``). Not an API (names and
+arguments may change in any release). Errors are ``RolloutStepError`` with a message that names what was wrong.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._dayafter import acceptance_of
-from ansible_collections.jetson_llm.speculative.plugins.module_utils._stats.sequential import overrule as _overrule
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._trial import prove_block
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._catalog import CatalogError, drafts_for, eagle3_heads, merged_catalog
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import SpecdecError
@@ -137,29 +135,6 @@ def ladder(base, facts, target_model, serve, concurrency=1, catalog=None, overri
     return rungs
 
 
-def proof(verdict, outputs=None, blocks=None, min_acceptance=None):
-    """The verdict after the proofs beside the statistics: the output probe (``outputs``, the result of
-    ``vllm_output_probe`` with ``expected``) and, for a kept verdict, the acceptance floor over the measured
-    speculative ``blocks``. Returns the verdict unchanged when every proof given holds."""
-    if not isinstance(verdict, dict) or "decision" not in verdict:
-        raise RolloutStepError("proof: the input must be a verdict of speculative_verdict")
-    if outputs is not None:
-        if not isinstance(outputs, dict) or "agree" not in outputs:
-            raise RolloutStepError("proof: outputs must be the result of vllm_output_probe with expected")
-        if outputs["agree"] is False:
-            return _overrule(verdict, "outputs_differ", outputs.get("summary") or "the answers at temperature 0 are not the baseline's")
-    if min_acceptance is not None and verdict["decision"] == "keep":
-        floor = float(min_acceptance)
-        spec = [b for b in (blocks or []) if b.get("arm") == "speculative" and not b.get("discard")]
-        rate, _length = acceptance_of(spec)
-        if rate is not None and rate < floor:
-            return _overrule(
-                verdict,
-                "not_accepted",
-                "acceptance %.1f %% of the drafted tokens over %d speculative blocks is under the floor %.1f %% "
-                "(speculative_decoding_min_acceptance)" % (100.0 * rate, len(spec), 100.0 * floor),
-            )
-    return verdict
-
-
-OPERATIONS = {"blocks": trial_blocks, "ladder": ladder, "proof": proof}
+# The operations of the trial_internal filter (the roles build the ladder; the trial's action plugin calls
+# trial_blocks itself).
+OPERATIONS = {"ladder": ladder}

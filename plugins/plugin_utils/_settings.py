@@ -334,6 +334,13 @@ _PAIRS = (
         lambda a, b: a <= b,
         "speculative_decoding_min_rounds must not exceed speculative_decoding_max_rounds",
     ),
+    # the verdict's own rule (plugins/module_utils/_stats/base.py), checked before any device is touched
+    (
+        "speculative_decoding_min_gain",
+        "speculative_decoding_strong_gain",
+        lambda a, b: a is None or b is None or b >= a,
+        "speculative_decoding_min_gain must not exceed speculative_decoding_strong_gain (a strong gain is at least the gain asked for)",
+    ),
 )
 
 

@@ -2,13 +2,13 @@
 """Arm proof of the role's benchmark blocks (trial_internal's blocks with served/after) and how the verdict treats them."""
 
 from ansible_collections.jetson_llm.speculative.plugins.filter.speculative_verdict import MAX_DISCARDED, speculative_verdict_filter
-from ansible_collections.jetson_llm.speculative.plugins.filter.trial_internal import trial_internal
 from ansible_collections.jetson_llm.speculative.plugins.module_utils import _trial
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _rollout_steps
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rollout_steps import arm_proof
 
 
 def trial_blocks(runs, **kwargs):
-    return trial_internal(runs, "blocks", **kwargs)
+    return _rollout_steps.trial_blocks(runs, **kwargs)
 
 
 def live(invocation="inv-1", speculative=False, config_current=True, differences=()):

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Filters used by the rollout roles: model info, argv, and trial_internal's ladder, blocks, k sweep and choice of k."""
+"""Filters used by the rollout roles (model info, trial_internal's ladder), the unit's argv and the blocks of a measurement."""
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.jetson_llm.speculative.plugins.filter.model_info import model_info
 from ansible_collections.jetson_llm.speculative.plugins.filter.trial_internal import FilterModule, trial_internal
 from ansible_collections.jetson_llm.speculative.plugins.module_utils import _jetson
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils import _rollout_steps
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning import planner
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import SpecdecError
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering.argv import serve_argv
@@ -19,7 +20,7 @@ def speculative_ladder(value, **kwargs):
 
 
 def trial_blocks(value, **kwargs):
-    return trial_internal(value, "blocks", **kwargs)
+    return _rollout_steps.trial_blocks(value, **kwargs)
 
 
 def facts(total_gib=61.3, avail_gib=50.0):
@@ -82,19 +83,17 @@ def test_trial_blocks_tag_arm_concurrency_index_and_k():
     got = trial_blocks(late, segment=seg, start=6)
     assert got[0]["discard"] == "measured while the vLLM simulator ran late (6.7 % of modelled time lost, over its limit)"
     assert "discard" not in got[1]
-    with pytest.raises(AnsibleFilterError, match="2 runs for 1 blocks"):
+    with pytest.raises(_rollout_steps.RolloutStepError, match="2 runs for 1 blocks"):
         trial_blocks(runs, segment=seg[:1], start=0)
-    with pytest.raises(AnsibleFilterError, match="concurrency 8, the block at 1"):
+    with pytest.raises(_rollout_steps.RolloutStepError, match="concurrency 8, the block at 1"):
         trial_blocks(runs[1:], segment=seg[:1], start=0)
 
 
-def test_trial_internal_is_one_filter_with_named_operations(render):
+def test_trial_internal_is_one_filter_with_named_operations():
     assert list(FilterModule().filters()) == ["trial_internal"]
-    with pytest.raises(AnsibleFilterError, match="unknown operation 'verdict'; known: blocks, ladder, proof"):
-        trial_internal([], "verdict")
-    with pytest.raises(AnsibleFilterError, match=r"trial_internal\(blocks\): .*unexpected keyword argument 'bogus'"):
-        trial_internal([], "blocks", segment=[], start=0, bogus=1)
-    runs = [{"concurrency": 1, "output_throughput": 10.0}]
-    seg = [{"arm": "baseline", "concurrency": 1}]
-    got = render("{{ runs | jetson_llm.speculative.trial_internal('blocks', segment=seg, start=3) }}", {"runs": runs, "seg": seg})
-    assert [(b["arm"], b["index"]) for b in got] == [("baseline", 3)]
+    # the blocks and the proofs beside the statistics are the trial controller's (the action plugin runs them)
+    for gone in ("verdict", "blocks", "proof"):
+        with pytest.raises(AnsibleFilterError, match="unknown operation '%s'; known: ladder$" % gone):
+            trial_internal([], gone)
+    with pytest.raises(AnsibleFilterError, match=r"trial_internal\(ladder\): .*unexpected keyword argument 'bogus'"):
+        trial_internal({"decision": "enabled"}, "ladder", bogus=1)

@@ -112,6 +112,13 @@ def test_overrides_use_the_planners_ranges():
 def test_related_settings():
     errors = _settings.check_role("speculative_decoding", {"speculative_decoding_min_rounds": 11}, host="h")
     assert errors == ["host h: speculative_decoding_min_rounds must not exceed speculative_decoding_max_rounds (got 11 and 10)"]
+    # the verdict refuses a strong gain under the gain asked for: the preflight says so before any device is touched
+    errors = _settings.check_role("speculative_decoding", {"speculative_decoding_min_gain": 0.95}, host="h")
+    assert errors == [
+        "host h: speculative_decoding_min_gain must not exceed speculative_decoding_strong_gain"
+        " (a strong gain is at least the gain asked for) (got 0.95 and 0.3)"
+    ]
+    assert _settings.check_role("speculative_decoding", {"speculative_decoding_min_gain": 0.95, "speculative_decoding_strong_gain": 0.95}) == []
 
 
 @pytest.mark.parametrize(
