@@ -14,7 +14,12 @@ judged on the live server (its ``/metrics`` and its process), not on files:
   the others finish, the summary and the report are written, and a plain re-run converges;
 - a container host whose speculator is at a local path on the device: every speculative start of its trial
   runs a container that mounts it (read from the live container while the trial runs), and after the revert
-  the container serves the baseline from the known-good files.
+  the container serves the baseline from the known-good files;
+- day two (``playbooks/verify_speculation.yml``) on the two kept hosts, once the cases above have left them
+  kept: verify leaves both kept, then the acceptance of l-orin-2 collapses (its simulator's acceptance_scale
+  drops and vLLM restarts, as after an upgrade) and verify reverts that host only, checked on the live
+  server, the device's records, the node_exporter textfile and the report; a third verify leaves the
+  reverted host alone. (These ran on a fleet of their own, tests/fleet/verify.yml, with the same two hosts.)
 
 Run as root: ``make fleet-test``. The module fixture brings the fleet up and always tears it down.
 """
@@ -25,10 +30,11 @@ import re
 import signal
 import subprocess
 import time
+import urllib.error
 
 import pytest
 import yaml
-from fleet_helpers import BIN, FLEET_DIR, REPO, RunningFleet, ansible_env, fleet_cmd, ops
+from fleet_helpers import BIN, FLEET_DIR, REPO, RunningFleet, ansible_env, config, fleet_cmd, ops
 
 LIVE_FLEET = os.path.join(FLEET_DIR, "live.yml")
 PLAYBOOK = os.path.join(REPO, "playbooks", "enable_speculation.yml")
@@ -40,6 +46,13 @@ LOCAL_HEAD = "/opt/models/llama31-8b-eagle3"
 HUB = "/root/.cache/huggingface/hub/models--yuhuili--EAGLE3-LLaMA3.1-Instruct-8B"
 STATE_DIR = "/var/lib/jetson_llm/speculative"
 STATE = STATE_DIR + "/state.json"
+HISTORY = STATE_DIR + "/history"
+SERVE_YAML = "/etc/vllm/serve.yaml"
+TEXTFILE = "/var/lib/node_exporter/textfile_collector/jetson_llm_speculative.prom"
+VERIFY = os.path.join(REPO, "playbooks", "verify_speculation.yml")
+DRIFT = "l-orin-2"
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+SAMPLE = re.compile(r"^(jetson_llm_speculative_\w+)\{(.*)\} (\S+)$")
 LOCK = STATE_DIR + "/rollout.lock"
 KNOWN_GOOD = "/var/lib/jetson_llm/vllm/known-good"
 SETTINGS = {"jetson_llm_serial": ["100%"]}
@@ -51,13 +64,42 @@ class Live(RunningFleet):
         self.inventory = inventory
         self.work = work
 
-    def _cmd(self, report, extra, inventory=None):
+    def _cmd(self, report, extra, inventory=None, playbook=PLAYBOOK):
         settings = dict(SETTINGS, speculative_decoding_report_dir=os.path.join(self.work, report))
-        return [os.path.join(BIN, "ansible-playbook"), "-i", inventory or self.inventory, PLAYBOOK, "-e", json.dumps(settings), *extra]
+        return [os.path.join(BIN, "ansible-playbook"), "-i", inventory or self.inventory, playbook, "-e", json.dumps(settings), *extra]
 
-    def playbook(self, report, *extra, timeout=1800, inventory=None):
+    def playbook(self, report, *extra, timeout=1800, inventory=None, playbook=PLAYBOOK):
         env = ansible_env()
-        return subprocess.run(self._cmd(report, extra, inventory), capture_output=True, text=True, env=env, timeout=timeout, check=False)
+        cmd = self._cmd(report, extra, inventory, playbook)
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+
+    def verify(self):
+        """One day-two run over the fleet; its per-host reports go to the same directory each time."""
+        return self.playbook("day-two", playbook=VERIFY)
+
+    def verify_report(self, name):
+        with open(os.path.join(self.work, "day-two", "verify", name + ".json")) as f:
+            return json.load(f)
+
+    def read_json(self, name, path):
+        return json.loads(self.ssh(name, "cat %s" % path, check=True).stdout)
+
+    def textfile(self, name):
+        """{(metric, frozenset(labels)): value} of the exported file, every line checked against the format."""
+        text = self.ssh(name, "cat %s" % TEXTFILE, check=True).stdout
+        samples, typed = {}, set()
+        for line in text.splitlines():
+            if line.startswith("# TYPE "):
+                typed.add(line.split()[2])
+                continue
+            if line.startswith("# HELP "):
+                continue
+            m = SAMPLE.match(line)
+            assert m, (name, line)
+            assert m.group(1) in typed, (name, line)
+            labels = frozenset(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2)))
+            samples[(m.group(1), labels)] = float(m.group(3))
+        return samples
 
     def start(self, report, name):
         """A playbook in its own process group (so that it can be killed like an operator's Ctrl-C would not)."""
@@ -130,6 +172,18 @@ def host_report(live, report):
 
 def tail(text, n=6000):
     return text[-n:]
+
+
+def recap(stdout):
+    keys = ("ok", "changed", "unreachable", "failed")
+    return {m.group(1): dict(zip(keys, (int(g) for g in m.groups()[1:]))) for m in RECAP.finditer(stdout)}
+
+
+def metric(samples, name, **labels):
+    want = frozenset(labels.items())
+    found = [v for (n, lb), v in samples.items() if n == "jetson_llm_speculative_" + name and want <= lb]
+    assert len(found) == 1, (name, labels, samples)
+    return found[0]
 
 
 @pytest.fixture(scope="module")
@@ -299,6 +353,103 @@ def test_a_failure_before_the_trial_fails_that_host_not_the_run(live, kept):
     report = host_report(live, "fixed")
     assert report[DOCKER]["outcome"] in ("skip", "keep", "revert"), report[DOCKER]
     assert live.http_get(DOCKER, "/health")[0] == 200
+
+
+# ---------------------------------------------------------------- day two (verify_speculation.yml)
+
+
+def test_day_two_starts_from_two_kept_hosts_with_their_decision_exported(live, kept):
+    for host in HOSTS:
+        assert live.read_json(host, STATE)["decision"] == "keep", host
+        assert live.speculating(host), host
+        samples = live.textfile(host)
+        assert metric(samples, "decision", host=host, decision="keep") == 1
+        assert metric(samples, "decision", host=host, decision="revert") == 0
+        assert 0 < metric(samples, "acceptance_rate", host=host, source="trial") <= 1
+        # atomic write: no temporary file is left next to the exported one, and it is world-readable
+        listing = live.ssh(host, "ls -a %s; stat -c %%a %s" % (os.path.dirname(TEXTFILE), TEXTFILE), check=True).stdout.split()
+        assert listing == [".", "..", os.path.basename(TEXTFILE), "644"], (host, listing)
+
+
+def test_verify_leaves_healthy_kept_devices_kept(live, kept):
+    proc = live.verify()
+    assert proc.returncode == 0, tail(proc.stdout + proc.stderr)
+    counts = recap(proc.stdout)
+    assert all(counts[h]["failed"] == 0 for h in HOSTS), counts
+    for host in HOSTS:
+        found = live.verify_report(host)
+        assert found["action"] == "keep", (host, found["reason"])
+        assert found["acceptance_rate"] >= 0.30 and found["gain"] > 0, found
+        assert "%s: recorded keep -> keep" % host in proc.stdout
+        state = live.read_json(host, STATE)
+        assert state["decision"] == "keep" and state["verify"]["action"] == "keep", host
+        samples = live.textfile(host)
+        assert metric(samples, "decision", host=host, decision="keep") == 1
+        assert metric(samples, "acceptance_rate", host=host, source="verify") == pytest.approx(found["acceptance_rate"])
+        assert live.speculating(host), host
+        assert "speculative-config" in live.ssh(host, "cat %s" % SERVE_YAML, check=True).stdout, host
+    # the devices verify does not own: the reverted local-path host and the skipped Nano are left alone
+    assert live.verify_report(LOCAL)["action"] == "leave" and live.verify_report(DOCKER)["action"] == "leave"
+
+
+def collapse_acceptance(live, host, scale):
+    """As after an upgrade that breaks the speculator: the simulator accepts far fewer draft tokens."""
+    path = os.path.join(config.FLEET_STATE, "hosts", host, "settings.json")
+    with open(path) as f:
+        settings = json.load(f)
+    settings["acceptance_scale"] = scale
+    with open(path, "w") as f:  # same inode: the file is bind-mounted into the host
+        f.write(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+    live.ssh(host, "systemctl restart vllm.service", check=True)
+    end = time.monotonic() + 300
+    while time.monotonic() < end:
+        try:
+            if live.http_get(host, "/health", timeout=2)[0] == 200:
+                return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(1)
+    raise AssertionError("%s: vLLM did not come back after the restart" % host)
+
+
+def test_verify_reverts_the_device_whose_acceptance_collapsed(live, kept):
+    collapse_acceptance(live, DRIFT, 0.05)
+    assert live.speculating(DRIFT)  # still speculating, badly
+    proc = live.verify()
+    assert proc.returncode == 0, tail(proc.stdout + proc.stderr)
+    found = live.verify_report(DRIFT)
+    assert found["action"] == "revert", found
+    assert found["acceptance_rate"] < 0.30 and "under the floor" in found["reason"], found
+    assert re.search(r"%s: recorded keep -> revert \(acceptance \d+\.\d %%" % DRIFT, proc.stdout), tail(proc.stdout)
+    assert "%s: speculation reverted" % DRIFT in proc.stdout, tail(proc.stdout)
+    # the live server serves the baseline: no speculative config, no spec-decode counters
+    assert live.http_get(DRIFT, "/health")[0] == 200
+    assert "vllm:spec_decode" not in live.http_get(DRIFT, "/metrics")[1]
+    assert "speculative-config" not in live.ssh(DRIFT, "cat %s" % SERVE_YAML, check=True).stdout
+    # the device's records: the decision is now a revert by verify, the check is in the history
+    state = live.read_json(DRIFT, STATE)
+    assert state["decision"] == "revert" and state["label"] == "revert (verify)", state["label"]
+    assert state["verify"]["action"] == "revert"
+    assert any(f.startswith("verify-") for f in live.ssh(DRIFT, "ls %s" % HISTORY, check=True).stdout.split())
+    samples = live.textfile(DRIFT)
+    assert metric(samples, "decision", host=DRIFT, decision="revert") == 1
+    assert metric(samples, "decision", host=DRIFT, decision="keep") == 0
+    assert metric(samples, "acceptance_rate", host=DRIFT, source="verify") == pytest.approx(found["acceptance_rate"])
+    assert metric(samples, "verify_timestamp_seconds", host=DRIFT, action="revert") > 0
+    # the healthy host is untouched
+    assert live.verify_report(HOSTS[0])["action"] == "keep"
+    assert live.speculating(HOSTS[0])
+
+
+def test_verify_leaves_a_reverted_device_alone(live, kept):
+    probe = "sha256sum %s %s %s; systemctl show -p MainPID vllm.service" % (STATE, TEXTFILE, SERVE_YAML)
+    before = live.ssh(DRIFT, probe, check=True).stdout
+    proc = live.verify()
+    assert proc.returncode == 0, tail(proc.stdout + proc.stderr)
+    found = live.verify_report(DRIFT)
+    assert found["action"] == "leave" and "recorded decision is revert" in found["reason"], found
+    assert "%s: recorded revert -> leave" % DRIFT in proc.stdout
+    assert live.ssh(DRIFT, probe, check=True).stdout == before
 
 
 def test_a_container_mounts_a_speculator_at_a_local_path_through_the_trial_and_after_the_revert(live, watched, kept):
