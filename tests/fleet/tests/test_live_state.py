@@ -15,6 +15,9 @@ judged on the live server (its ``/metrics`` and its process), not on files:
 - a container host whose speculator is at a local path on the device: every speculative start of its trial
   runs a container that mounts it (read from the live container while the trial runs), and after the revert
   the container serves the baseline from the known-good files;
+- first contact: the operator's own vLLM, a container started by hand as NVIDIA's recipe does (named vllm, like the
+  collection's), in place of the collection's unit: enable_speculation and disable_speculation refuse that device with
+  its command line (the token masked) and leave the container serving, the same process, never restarted;
 - day two (``playbooks/verify_speculation.yml``) on the two kept hosts, once the cases above have left them
   kept: verify leaves both kept, then the acceptance of l-orin-2 collapses (its simulator's acceptance_scale
   drops and vLLM restarts, as after an upgrade) and verify reverts that host only, checked on the live
@@ -474,6 +477,68 @@ def test_a_container_mounts_a_speculator_at_a_local_path_through_the_trial_and_a
     assert same.returncode == 0, same.stdout + same.stderr
     record = live.ssh(LOCAL, "cat /run/vllm/config.sha256", check=True).stdout
     assert "/etc/systemd/system/vllm.service" in record, record
+
+
+# ---------------------------------------------------------------- first contact: a server the operator started by hand
+
+DISABLE = os.path.join(REPO, "playbooks", "disable_speculation.yml")
+SECRET = "hf_handstarted_not_for_logs"
+# the shape of NVIDIA's recipe (a container named vllm on the host network, the Hugging Face cache mounted, the token
+# in its environment), detached instead of interactive, with settings the collection's own baseline does not have
+HAND_RUN = (
+    "docker run -d --runtime nvidia --network host --ipc host --name vllm"
+    " -v /root/.cache/huggingface:/root/.cache/huggingface -e HF_TOKEN=%s -e HF_HUB_OFFLINE=1"
+    " vllm/vllm-openai:v0.20.0 meta-llama/Llama-3.1-8B-Instruct --host 0.0.0.0 --port 8000"
+    " --max-model-len 6144 --gpu-memory-utilization 0.75" % SECRET
+)
+
+
+def _hand_container(live, name):
+    out = live.ssh(name, "docker inspect --format '{{json .}}' vllm", check=True).stdout
+    info = json.loads(out)
+    return {"id": info["Id"], "pid": info["State"]["Pid"], "started": info["State"]["StartedAt"], "running": info["State"]["Running"]}
+
+
+def test_a_vllm_container_started_by_hand_is_refused_and_keeps_serving_untouched(live, kept):
+    """First contact: the operator's own container (NVIDIA's recipe, named vllm like the collection's) is never removed
+    or restarted: enable_speculation and disable_speculation leave that device alone, report it as refused with its
+    command line (the token masked) and fail at their end, while the other devices go on."""
+    host = LOCAL
+    files = "stat -c '%n %Y %s' /etc/vllm/serve.yaml /etc/systemd/system/vllm.service"
+    live.ssh(host, "systemctl stop vllm.service", check=True)
+    try:
+        live.ssh(host, HAND_RUN, check=True)
+        live.wait_healthy(host, lambda: (_hand_container(live, host)["running"], live.ssh(host, "docker logs --tail 40 vllm").stderr), deadline_s=300)
+        before, files_before = _hand_container(live, host), live.ssh(host, files, check=True).stdout
+
+        proc = live.playbook("hand")
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, tail(out)  # the run fails at its end, naming the refused device
+        report = host_report(live, "hand")
+        assert report[host]["outcome"] == "refused", report[host]
+        reason = report[host]["reason"]
+        for part in ("container 'vllm'", "vllm/vllm-openai:v0.20.0", "--max-model-len 6144", "HF_TOKEN", "not started by vllm.service",
+                     "nothing was changed on this host", "stop and disable that server"):  # fmt: skip
+            assert part in reason, (part, reason)
+        assert "refused: host %s" % host in out, tail(out)
+        for h in HOSTS:  # the other devices went on
+            assert report[h]["outcome"] in ("keep", "revert"), report[h]
+        with open(os.path.join(live.work, "hand", "latest.json")) as f:
+            assert SECRET not in f.read() + out
+
+        # disable_speculation refuses it too: it would have replaced the operator's server with the collection's baseline
+        proc = live.playbook("hand-disable", playbook=DISABLE)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and "container 'vllm'" in out and SECRET not in out, tail(out)
+
+        # asserted on the live server: the same container, the same process, never restarted; the collection's files untouched
+        assert _hand_container(live, host) == before
+        assert live.http_get(host, "/health")[0] == 200
+        assert live.ssh(host, "systemctl is-active vllm.service").stdout.strip() != "active"
+        assert live.ssh(host, files, check=True).stdout == files_before
+    finally:
+        live.ssh(host, "docker rm -f vllm")
+        live.ssh(host, "systemctl start vllm.service", check=True)
 
 
 def test_zz_fleet_down(live):

@@ -1,0 +1,230 @@
+# SPDX-License-Identifier: Apache-2.0
+"""vllm_server_discover: what serves vLLM on a device, read from /proc, systemd and the container engine."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from ansible_collections.jetson_llm.speculative.plugins.modules import vllm_server_discover as disc
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering.unit import service_unit
+
+PARAMS = {
+    "port": 8000,
+    "service": "vllm.service",
+    "unit_path": "/etc/systemd/system/vllm.service",
+    "start_record": "/run/vllm/config.sha256",
+    "container_name": "vllm",
+    "engines": ["docker", "podman"],
+}
+UNIT = {
+    "service": "vllm",
+    "unit_path": "/etc/systemd/system/vllm.service",
+    "config_path": "/etc/vllm/serve.yaml",
+    "env_file": "/etc/vllm/vllm.env",
+    "runtime": "docker",
+    "engine": "/usr/bin/docker",
+    "container_name": "vllm",
+    "image": "vllm/vllm-openai:v0.20.0",
+    "image_flavor": "upstream",
+    "runtime_dir": "vllm",
+    "start_record": "/run/vllm/config.sha256",
+    "start_record_files": ["/etc/vllm/serve.yaml", "/etc/vllm/vllm.env", "/etc/systemd/system/vllm.service"],
+    "user": "",
+    "user_home": "/var/lib/vllm",
+    "sandbox": True,
+    "read_write_paths": [],
+}
+SERVE = {"model": "Qwen/Qwen3-8B", "host": "0.0.0.0", "port": 8000, "gpu_memory_utilization": 0.75, "max_model_len": 8192}
+
+
+def test_secrets_are_masked_in_every_shape_of_a_command_line():
+    argv = ["docker", "run", "-e", "HF_TOKEN=hf_abc", "--env", "API_KEY=k1", "-e", "HF_HUB_OFFLINE=1", "vllm/vllm-openai"]
+    argv += ["serve", "m", "--api-key", "sekrit", "--hf-token=t0", "--port", "8000", "PASSWORD=p"]
+    out = disc.mask(argv)
+    assert out == [
+        "docker", "run", "-e", "HF_TOKEN=***", "--env", "API_KEY=***", "-e", "HF_HUB_OFFLINE=1", "vllm/vllm-openai",
+        "serve", "m", "--api-key", "***", "--hf-token=***", "--port", "8000", "PASSWORD=***",
+    ]  # fmt: skip
+    text = disc.quote(out)
+    assert "hf_abc" not in text and "sekrit" not in text and "--api-key ***" in text
+
+
+def test_vllm_is_told_from_other_programs_by_its_command_line():
+    assert disc.is_vllm(["/usr/bin/python3", "/usr/local/bin/vllm", "serve", "Qwen/Qwen3-8B"])
+    assert disc.is_vllm(["vllm", "serve", "--config", "/etc/vllm/serve.yaml"])
+    assert disc.is_vllm(["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"])
+    assert not disc.is_vllm(["nginx", "-g", "daemon off;"])
+    assert not disc.is_vllm(["vllm", "--version"])
+    assert not disc.is_vllm(["/usr/bin/python3", "-m", "http.server", "8000"])
+
+
+def test_the_unit_of_a_process_comes_from_its_cgroup():
+    assert disc.unit_of_cgroup("0::/system.slice/my-vllm.service\n") == "my-vllm.service"
+    assert disc.unit_of_cgroup("0::/system.slice/docker-0123abcd.scope\n") is None
+    assert disc.unit_of_cgroup("0::/user.slice/user-0.slice/session-3.scope\n") is None
+    assert disc.unit_of_cgroup("12:pids:/system.slice/vllm.service\n1:name=systemd:/system.slice/vllm.service\n") == "vllm.service"
+    assert disc.unit_of_cgroup("") is None
+
+
+def test_the_collections_unit_is_recognised_by_the_start_record_its_renderer_writes():
+    text = service_unit(SERVE, UNIT)
+    assert disc.owned_unit_file(text, UNIT["start_record"])
+    assert not disc.owned_unit_file(text.replace("# invocation", "# run"), UNIT["start_record"])
+    operators = "[Service]\nExecStart=/usr/local/bin/vllm serve Qwen/Qwen3-8B --port 8000\n"
+    assert not disc.owned_unit_file(operators, UNIT["start_record"])
+    assert not disc.owned_unit_file(None, UNIT["start_record"])
+
+
+def _proc(pid, argv, ppid=1, unit=None, started=100.0):
+    return {"pid": pid, "ppid": ppid, "argv": argv, "started_at": started, "unit": unit}
+
+
+HAND = {
+    "engine": "docker",
+    "id": "c0ffee",
+    "name": "vllm",
+    "image": "vllm/vllm-openai:latest",
+    "command": "vllm serve Qwen/Qwen3-8B --max-model-len 8192",
+    "mounts": ["/root/.cache/huggingface:/root/.cache/huggingface"],
+    "env_names": ["HF_TOKEN", "PATH"],
+    "network": "host",
+    "started_at": "2026-12-07T10:00:00Z",
+    "pid": 500,
+    "ports": [],
+}
+SERVER = _proc(501, ["python3", "/usr/local/bin/vllm", "serve", "Qwen/Qwen3-8B", "--api-key", "s3cret"], ppid=500)
+ENGINE_CLIENT = _proc(400, ["/usr/bin/docker", "run", "--rm", "--name", "vllm", "vllm/vllm-openai:v0.20.0"], unit="vllm.service")
+
+
+def _lookup(*procs):
+    table = dict((p["pid"], p) for p in procs)
+    return table.get
+
+
+def test_a_container_started_by_hand_is_foreign_and_described_with_secrets_masked():
+    ours = {"owned": True, "active": False, "main_pid": 0}
+    out = disc.classify(SERVER, ours, PARAMS, _lookup(SERVER, _proc(500, ["tini"])), [HAND])
+    assert out["kind"] == "container" and out["foreign"] and out["vllm"]
+    assert out["pid"] == 501 and out["started_at"] == 100.0
+    assert out["container"]["name"] == "vllm" and "pid" not in out["container"]
+    assert "s3cret" not in out["command"] and "--api-key ***" in out["command"]
+    for part in ("port 8000", "container 'vllm'", "vllm/vllm-openai:latest", "HF_TOKEN", "not started by vllm.service", "Qwen/Qwen3-8B"):
+        assert part in out["description"], (part, out["description"])
+
+
+def test_the_container_the_collections_unit_started_is_its_own():
+    ours = {"owned": True, "active": True, "main_pid": 400}
+    out = disc.classify(SERVER, ours, PARAMS, _lookup(SERVER, _proc(500, ["tini"]), ENGINE_CLIENT), [HAND])
+    assert out["kind"] == "collection" and not out["foreign"], out
+    # the same container while the collection's unit file is somebody else's: foreign
+    out = disc.classify(SERVER, dict(ours, owned=False), PARAMS, _lookup(SERVER, _proc(500, ["tini"]), ENGINE_CLIENT), [HAND])
+    assert out["kind"] == "container" and out["foreign"]
+    # a container of another name next to the collection's active unit: foreign
+    other = dict(HAND, name="my-vllm")
+    out = disc.classify(SERVER, ours, PARAMS, _lookup(SERVER, _proc(500, ["tini"]), ENGINE_CLIENT), [other])
+    assert out["kind"] == "container" and "container 'my-vllm'" in out["description"]
+
+
+def test_units_processes_and_nothing():
+    native = _proc(700, ["/usr/local/bin/vllm", "serve", "--config", "/etc/vllm/serve.yaml"], unit="vllm.service")
+    owned = {"owned": True, "active": True, "main_pid": 700}
+    out = disc.classify(native, owned, PARAMS, _lookup(native), [])
+    assert (out["kind"], out["foreign"]) == ("collection", False)
+    out = disc.classify(native, dict(owned, owned=False), PARAMS, _lookup(native), [])
+    assert (out["kind"], out["foreign"]) == ("unit", True)
+    assert "vllm.service" in out["description"] and "was not written by this collection" in out["description"]
+    theirs = dict(native, unit="llm.service")
+    out = disc.classify(theirs, owned, PARAMS, _lookup(theirs), [])
+    assert (out["kind"], out["unit"]) == ("unit", "llm.service") and "was not written" not in out["description"]
+    bare = _proc(800, ["nginx", "-g", "daemon off;"])
+    out = disc.classify(bare, owned, PARAMS, _lookup(bare), [])
+    assert (out["kind"], out["foreign"], out["vllm"]) == ("process", True, False)
+    assert "a program that is not vLLM" in out["description"] and "process 800" in out["description"]
+    out = disc.classify(None, owned, PARAMS, _lookup(), [])
+    assert (out["kind"], out["foreign"], out["pid"], out["description"]) == ("none", False, None, "nothing serves on port 8000")
+
+
+def test_a_published_port_is_traced_from_the_engines_proxy_to_its_container():
+    proxy = _proc(900, ["/usr/bin/docker-proxy", "-proto", "tcp", "-host-port", "8000", "-container-ip", "172.17.0.2"])
+    published = dict(HAND, network="bridge", ports=["8000"], pid=950)
+    out = disc.classify(proxy, {"owned": False, "active": False, "main_pid": 0}, PARAMS, _lookup(proxy), [published])
+    assert out["kind"] == "container" and out["container"]["network"] == "bridge", out
+
+
+def test_container_fields_keep_names_of_the_environment_and_mask_the_command():
+    doc = {
+        "Id": "abc",
+        "Name": "/vllm",
+        "Config": {"Image": "vllm/vllm-openai:latest", "Entrypoint": ["vllm", "serve"], "Cmd": ["m", "--api-key", "k"], "Env": ["HF_TOKEN=hf_x", "A=1"]},
+        "State": {"Pid": 42, "StartedAt": "2026-12-07T10:00:00Z"},
+        "HostConfig": {"NetworkMode": "host", "PortBindings": {"8000/tcp": [{"HostIp": "", "HostPort": "8000"}]}},
+        "Mounts": [
+            {"Source": "/root/.cache/huggingface", "Destination": "/root/.cache/huggingface", "RW": True},
+            {"Source": "/m", "Destination": "/m", "RW": False},
+        ],
+    }
+    c = disc.container_fields("docker", doc)
+    assert c["name"] == "vllm" and c["pid"] == 42 and c["ports"] == ["8000"]
+    assert c["env_names"] == ["A", "HF_TOKEN"] and "hf_x" not in str(c)
+    assert c["command"] == "vllm serve m --api-key ***"
+    assert c["mounts"] == ["/root/.cache/huggingface:/root/.cache/huggingface", "/m:/m:ro"]
+
+
+class _Module:
+    def __init__(self, params):
+        self.params = params
+
+    def get_bin_path(self, _name):
+        return None  # no systemctl, no container engine: /proc alone
+
+    def run_command(self, argv):
+        raise AssertionError("no command expected: %s" % argv)
+
+
+@pytest.fixture
+def listener(tmp_path):
+    """A process called like vLLM (``vllm serve ... --api-key``) that listens on a free port of loopback."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = tmp_path / "vllm"
+    script.write_text(
+        "import socket, sys, time\ns = socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind(('127.0.0.1', int(sys.argv[sys.argv.index('--port') + 1])))\ns.listen(1)\nprint('up', flush=True)\ntime.sleep(60)\n"
+    )
+    before = time.time()
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "serve", "Qwen/Qwen3-8B", "--api-key", "s3cret", "--port", str(port)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().strip() == "up"
+        yield proc, port, before
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_discover_finds_the_listener_on_the_live_proc(listener):
+    proc, port, before = listener
+    assert disc.listening_inodes(port)
+    assert proc.pid in disc.socket_pids(disc.listening_inodes(port))
+    out = disc.discover(_Module(dict(PARAMS, port=port)))
+    with open("/proc/self/cgroup") as handle:
+        unit = disc.unit_of_cgroup(handle.read())
+    assert out["kind"] == ("unit" if unit else "process"), out
+    assert out["foreign"] and out["listening"] and out["vllm"] and out["pid"] == proc.pid
+    assert before - 2 <= out["started_at"] <= time.time() + 1, (before, out["started_at"])
+    assert "s3cret" not in out["command"] and out["command"].endswith("serve Qwen/Qwen3-8B --api-key *** --port %d" % port)
+    assert "port %d" % port in out["description"]
+    proc.kill()
+    proc.wait()
+    out = disc.discover(_Module(dict(PARAMS, port=port)))
+    assert (out["kind"], out["listening"], out["foreign"]) == ("none", False, False), out
+
+
+def test_a_process_reads_as_gone_once_it_exited(tmp_path):
+    assert disc.process(2**22 + 7) is None
+    assert disc.process(os.getpid())["argv"]
