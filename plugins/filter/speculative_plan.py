@@ -131,7 +131,15 @@ options:
       - Memory (GB) that must stay free beyond vLLM's reservation at restart.
     type: float
     default: 2.0
+  weights:
+    description:
+      - What the device holds where vLLM will read it, as M(jetson_llm.speculative.vllm_weights_info) returns it
+        (C(hub), C(repos), C(paths)); null when not looked at (vLLM may download what is missing).
+      - The served model missing skips the plan (RV(_value.target_present) false); a speculator missing is not
+        planned, the next one that fits is, and the reason says where the files should be and how to fetch them.
+    type: dict
 seealso:
+  - module: jetson_llm.speculative.vllm_weights_info
   - plugin: jetson_llm.speculative.vllm_serve_config
     plugin_type: filter
 """
@@ -194,6 +202,9 @@ _value:
           C(kv_cache_gb), C(headroom_gb), C(required_gb), C(overhead_gb), C(reclaimable_gb),
           C(available_at_restart_gb), C(allowed_gb), C(min_headroom_gb).
       type: dict
+    target_present:
+      description: Whether the served model's files are where vLLM reads them (O(weights)); null when not looked at.
+      type: bool
     warnings:
       description: Warnings about the plan.
       type: list
@@ -218,6 +229,7 @@ def speculative_plan_filter(
     overrides=None,
     host="",
     min_headroom_gb=DEFAULT_MIN_HEADROOM_GB,
+    weights=None,
 ):
     if not isinstance(facts, dict):
         raise AnsibleFilterError("The input of the {} filter must be a dictionary (ansible_facts.jetson); got {}".format(_FQCN, type(facts).__name__))
@@ -231,6 +243,7 @@ def speculative_plan_filter(
             overrides=_plain(overrides),
             host=str(host or ""),
             min_headroom_gb=_plain(min_headroom_gb),
+            weights=_plain(weights),
         )
     except SpecdecError as exc:
         raise AnsibleFilterError("{}: {}".format(_FQCN, exc)) from exc

@@ -197,6 +197,32 @@ def _plan_result():
     }
 
 
+def _absent(weights, host):
+    """From what the device holds (``vllm_weights_info``), a function ``absent(model_id)``: None when vLLM finds the
+    model's files, else where they should be and how to get them there. None when ``weights`` is None (not looked at)."""
+    if weights is None:
+        return None
+    _check_mapping(weights, "weights", host, "the result of vllm_weights_info (hub, repos, paths) or null")
+    hub, repos, paths = weights.get("hub"), weights.get("repos"), weights.get("paths") or {}
+    if not (isinstance(hub, str) and hub.startswith("/")) or not isinstance(repos, (list, tuple)) or not isinstance(paths, dict):
+        raise _bad(host, "weights", weights, "the result of vllm_weights_info: hub (an absolute path), repos (a list), paths (a mapping)")
+    repos = set(repos)
+
+    def absent(model_id):
+        if model_id.startswith("/"):
+            if paths.get(model_id, True):  # a path not looked at is not reported missing
+                return None
+            return "{} holds no config.json; copy the model's files there".format(model_id)
+        if model_id in repos:
+            return None
+        return (
+            "vLLM runs offline and reads it from {hub}/models--{dir}, which has no snapshot for main; fetch it on the device "
+            "(huggingface-cli download {id} --cache-dir {hub}) or set vllm_server_hf_offline: false to let vLLM download it"
+        ).format(hub=hub.rstrip("/"), dir=model_id.replace("/", "--"), id=model_id)
+
+    return absent
+
+
 def _candidates(cat, target_id, target, *, version, ov, target_tp, host, var_prefix):
     """Ordered (method, model id) candidates and the notes on rejected ones.
 
@@ -300,6 +326,7 @@ def plan(
     *,
     min_headroom_gb=DEFAULT_MIN_HEADROOM_GB,
     var_prefix="speculative_decoding_",
+    weights=None,
 ):
     """Plan speculative decoding for one host. See docs/devel/architecture.md ("Planner").
 
@@ -307,9 +334,12 @@ def plan(
     baseline serve settings (``gpu_memory_utilization``, ``max_model_len``, ``max_num_seqs``,
     ``tensor_parallel_size``, ``vllm_version``, ``running``); ``concurrency``: the expected number
     of concurrent requests; ``catalog``: extra catalog entries; ``overrides``: per-host settings
-    (see ``validate_overrides``). Raises ``SpecdecError`` on invalid input; a plan that cannot be
-    enabled is returned with ``decision: skipped`` and a reason.
+    (see ``validate_overrides``); ``weights``: what the device holds where vLLM will read it
+    (``vllm_weights_info``: ``hub``, ``repos``, ``paths``), or None when not looked at (vLLM may
+    download). Raises ``SpecdecError`` on invalid input; a plan that cannot be enabled is returned
+    with ``decision: skipped`` and a reason.
     """
+    absent = _absent(weights, host)
     ov = validate_overrides(overrides, host=host, var_prefix=var_prefix)
     _check_mapping(facts, "facts", host, "a mapping (ansible_facts.jetson)")
     _check_mapping(serve, "serve", host, "a mapping of serve settings")
@@ -341,6 +371,8 @@ def plan(
         raise SpecdecError(str(exc)) from exc
 
     result = _plan_result()
+    # known whatever the decision: a device without the served model's files is left as it is
+    result["target_present"] = None if absent is None else absent(target_model) is None
     result["baseline_gpu_memory_utilization"] = _r2(baseline)
     result["gpu_memory_utilization"] = _r2(baseline)
     warnings = result["warnings"]
@@ -379,6 +411,8 @@ def plan(
         return skipped(
             "no published EAGLE-3 head or compatible draft for {} (not a target model in the catalog; add it with the catalog option)".format(target_model)
         )
+    if result["target_present"] is False:
+        return skipped("the served model {} is not on the device: {}".format(target_model, absent(target_model)))
     if not quantization_suits(target["quantization"], family):
         return skipped("{} is {}, which needs a Thor-class device (thor, igx_thor); this host is {}".format(target_model, target["quantization"], family))
 
@@ -426,6 +460,11 @@ def plan(
 
     # 7. Speculator choice.
     pool, usable, rejected = _candidates(cat, target_model, target, version=version, ov=ov, target_tp=target_tp, host=host, var_prefix=var_prefix)
+    # 7b. Weights: a speculator whose files are not where vLLM reads them cannot start (checked before any restart).
+    missing = []
+    if absent is not None:
+        missing = ["speculator {} is not on the device: {}".format(mid, absent(mid)) for _m, mid in usable if absent(mid)]
+        usable = [(m, mid) for m, mid in usable if absent(mid) is None]
     for method, mid in usable:
         if method == "draft_model" and "model" in ov and target["family"] not in cat[mid].get("draft_for", ()):
             warnings.append("{} is not declared as a draft for the {} family; vLLM only checks that the vocabulary sizes match".format(mid, target["family"]))
@@ -441,7 +480,9 @@ def plan(
                 warnings.append("jetson facts: " + fact_reason)
 
     if not usable:
-        if not pool and not rejected:
+        if missing:
+            reason = "; ".join(missing)
+        elif not pool and not rejected:
             what = {"eagle3": "published EAGLE-3 head", "draft_model": "compatible draft"}.get(ov.get("method"))
             if what:
                 reason = "{}method={!r} but there is no {} for {}".format(var_prefix, ov["method"], what, target_model)

@@ -15,6 +15,8 @@ judged on the live server (its ``/metrics`` and its process), not on files:
 - a container host whose speculator is at a local path on the device: every speculative start of its trial
   runs a container that mounts it (read from the live container while the trial runs), and after the revert
   the container serves the baseline from the known-good files;
+- weights: a speculator whose files are not where vLLM reads them (the native service's hub cache, a local path) is
+  a skip before any restart, with where the files should be and how to fetch them;
 - first contact: the operator's own vLLM, a container started by hand as NVIDIA's recipe does (named vllm, like the
   collection's), in place of the collection's unit: enable_speculation and disable_speculation refuse that device with
   its command line (the token masked) and leave the container serving, the same process, never restarted;
@@ -75,6 +77,26 @@ class Live(RunningFleet):
         env = ansible_env()
         cmd = self._cmd(report, extra, inventory, playbook)
         return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+
+    def subset(self, name, hosts):
+        """An inventory of ``hosts`` only (every group keeps its variables), so that a case runs where it looks."""
+        with open(self.inventory) as f:
+            inventory = yaml.safe_load(f)
+
+        def prune(group):
+            if not isinstance(group, dict):
+                return
+            if isinstance(group.get("hosts"), dict):
+                group["hosts"] = {h: v for h, v in group["hosts"].items() if h in hosts}
+            for child in (group.get("children") or {}).values():
+                prune(child)
+
+        for group in inventory.values():
+            prune(group)
+        path = os.path.join(self.work, name + ".yml")
+        with open(path, "w") as f:
+            yaml.safe_dump(inventory, f)
+        return path
 
     def verify(self):
         """One day-two run over the fleet; its per-host reports go to the same directory each time."""
@@ -479,6 +501,46 @@ def test_a_container_mounts_a_speculator_at_a_local_path_through_the_trial_and_a
     assert "/etc/systemd/system/vllm.service" in record, record
 
 
+# ---------------------------------------------------------------- weights: what the device holds, looked at before any restart
+
+NATIVE_HUB = "/var/lib/vllm/.cache/huggingface/hub"  # the native service's HF_HOME/hub: its dedicated user's home
+TARGET_DIR = "models--meta-llama--Llama-3.1-8B-Instruct"
+
+
+def test_a_speculator_missing_from_the_device_is_a_skip_before_any_restart(live, kept):
+    """vLLM runs offline: a speculator whose files are not where it reads them could only fail to start. l-orin-2 (native)
+    loses every speculator from its hub cache, l-orin-docker the EAGLE-3 head at its local path; the next run skips both
+    with where the files should be and how to fetch them, and neither server restarts."""
+    # after day two: l-orin-2 reverted, l-orin-docker reverted by its acceptance floor; both serve their baseline
+    assert not live.speculating(DRIFT) and not live.speculating(LOCAL), "runs after day two has reverted l-orin-2"
+    away = NATIVE_HUB + ".away"
+    live.ssh(DRIFT, 'mkdir -p %s && cd %s && for d in models--*; do [ "$d" = %s ] || mv "$d" %s/; done' % (away, NATIVE_HUB, TARGET_DIR, away), check=True)
+    live.ssh(LOCAL, "mv %s %s.away" % (LOCAL_HEAD, LOCAL_HEAD), check=True)
+    try:
+        before = {DRIFT: live.main_pid(DRIFT), LOCAL: (live.main_pid(LOCAL), live.container(LOCAL)["id"])}
+        proc = live.playbook("weights", inventory=live.subset("weights-hosts", (DRIFT, LOCAL)))
+        assert proc.returncode == 0, tail(proc.stdout + proc.stderr)
+        report = host_report(live, "weights")
+        native, local = report[DRIFT], report[LOCAL]
+        assert native["outcome"] == "skip", native
+        for part in (
+            "speculator yuhuili/EAGLE3-LLaMA3.1-Instruct-8B is not on the device",
+            NATIVE_HUB + "/models--yuhuili--EAGLE3-LLaMA3.1-Instruct-8B",
+            "huggingface-cli download yuhuili/EAGLE3-LLaMA3.1-Instruct-8B --cache-dir " + NATIVE_HUB,
+            "vllm_server_hf_offline: false",
+        ):
+            assert part in native["reason"], (part, native["reason"])
+        assert local["outcome"] == "skip", local
+        assert "speculator %s is not on the device: %s holds no config.json" % (LOCAL_HEAD, LOCAL_HEAD) in local["reason"], local["reason"]
+        # on the live servers: the same processes, serving without speculation
+        assert {DRIFT: live.main_pid(DRIFT), LOCAL: (live.main_pid(LOCAL), live.container(LOCAL)["id"])} == before
+        for h in (DRIFT, LOCAL):
+            assert live.http_get(h, "/health")[0] == 200 and not live.speculating(h), h
+    finally:
+        live.ssh(DRIFT, "mv %s/models--* %s/ 2>/dev/null; rmdir %s" % (away, NATIVE_HUB, away))
+        live.ssh(LOCAL, "mv %s.away %s" % (LOCAL_HEAD, LOCAL_HEAD))
+
+
 # ---------------------------------------------------------------- first contact: a server the operator started by hand
 
 DISABLE = os.path.join(REPO, "playbooks", "disable_speculation.yml")
@@ -511,7 +573,9 @@ def test_a_vllm_container_started_by_hand_is_refused_and_keeps_serving_untouched
         live.wait_healthy(host, lambda: (_hand_container(live, host)["running"], live.ssh(host, "docker logs --tail 40 vllm").stderr), deadline_s=300)
         before, files_before = _hand_container(live, host), live.ssh(host, files, check=True).stdout
 
-        proc = live.playbook("hand")
+        # the operator's device and one more that goes on (a skipped one: no trial, no restart)
+        inventory = live.subset("hand-hosts", (host, DOCKER))
+        proc = live.playbook("hand", inventory=inventory)
         out = proc.stdout + proc.stderr
         assert proc.returncode != 0, tail(out)  # the run fails at its end, naming the refused device
         report = host_report(live, "hand")
@@ -521,13 +585,12 @@ def test_a_vllm_container_started_by_hand_is_refused_and_keeps_serving_untouched
                      "nothing was changed on this host", "stop and disable that server"):  # fmt: skip
             assert part in reason, (part, reason)
         assert "refused: host %s" % host in out, tail(out)
-        for h in HOSTS:  # the other devices went on
-            assert report[h]["outcome"] in ("keep", "revert"), report[h]
+        assert report[DOCKER]["outcome"] == "skip", report[DOCKER]  # the other device went on
         with open(os.path.join(live.work, "hand", "latest.json")) as f:
             assert SECRET not in f.read() + out
 
         # disable_speculation refuses it too: it would have replaced the operator's server with the collection's baseline
-        proc = live.playbook("hand-disable", playbook=DISABLE)
+        proc = live.playbook("hand-disable", inventory=inventory, playbook=DISABLE)
         out = proc.stdout + proc.stderr
         assert proc.returncode != 0 and "container 'vllm'" in out and SECRET not in out, tail(out)
 

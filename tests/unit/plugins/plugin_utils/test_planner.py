@@ -36,6 +36,7 @@ PLAN_KEYS = [
     "speculative_config",
     "budget",
     "warnings",
+    "target_present",
 ]
 
 
@@ -826,3 +827,68 @@ def test_fleet_profiles_plan_by_family(name):
         skipped(result, "speculation is not suggested on " + family)
     else:
         skipped(result, detected["speculation_reason"])
+
+
+# ---------------------------------------------------------------- weights on the device (vllm_weights_info)
+
+HUB = "/var/lib/vllm/.cache/huggingface/hub"
+
+
+def held(*repos, paths=None):
+    return {"hub": HUB, "repos": list(repos), "paths": dict(paths or {}), "changed": False}
+
+
+def test_without_a_look_at_the_weights_nothing_changes():
+    assert run(THOR)["target_present"] is None
+    assert run(THOR, weights=None) == run(THOR)
+
+
+def test_every_file_there_plans_as_before():
+    result = enabled(run(THOR, weights=held(LLAMA, YUHUILI, REDHAT_LLAMA)), "eagle3", YUHUILI, 5)
+    assert result["target_present"] is True
+    assert {k: v for k, v in result.items() if k != "target_present"} == {k: v for k, v in run(THOR).items() if k != "target_present"}
+
+
+def test_a_missing_served_model_skips_with_where_and_how_to_fetch_it_whatever_else_skips():
+    result = skipped(
+        run(THOR, weights=held(YUHUILI)),
+        "the served model %s is not on the device" % LLAMA,
+        HUB + "/models--meta-llama--Llama-3.1-8B-Instruct",
+        "huggingface-cli download %s --cache-dir %s" % (LLAMA, HUB),
+        "vllm_server_hf_offline: false",
+    )
+    assert result["target_present"] is False
+    # known also where the device's family skips first: the role then leaves the device as it is
+    xavier = skipped(run(dict(family="xavier", total_gib=31.0, avail_gib=28.0, l4t_major=35), weights=held()))
+    assert xavier["target_present"] is False and "is not on the device" not in xavier["reason"]
+
+
+def test_a_missing_speculator_is_not_planned_and_the_next_one_that_is_there_is():
+    result = enabled(run(THOR, weights=held(LLAMA, REDHAT_LLAMA)), "eagle3", REDHAT_LLAMA, 5)
+    assert result["target_present"] is True
+    result = skipped(
+        run(THOR, weights=held(LLAMA)),
+        "speculator %s is not on the device" % YUHUILI,
+        "speculator %s is not on the device" % REDHAT_LLAMA,
+        "models--yuhuili--EAGLE3-LLaMA3.1-Instruct-8B",
+        "huggingface-cli download %s" % YUHUILI,
+    )
+    assert result["target_present"] is True
+
+
+def test_a_local_path_is_missing_only_when_looked_at_and_without_config_json():
+    head = "/opt/models/llama31-8b-eagle3"
+    local = {head: dict(catalog.MODELS[YUHUILI], preference=0)}
+    ov = {"model": head}
+    enabled(run(THOR, catalog=local, overrides=ov, weights=held(LLAMA, paths={head: True})), "eagle3", head, 5)
+    enabled(run(THOR, catalog=local, overrides=ov, weights=held(LLAMA)), "eagle3", head, 5)  # not looked at
+    skipped(
+        run(THOR, catalog=local, overrides=ov, weights=held(LLAMA, paths={head: False})),
+        "speculator %s is not on the device: %s holds no config.json" % (head, head),
+    )
+
+
+@pytest.mark.parametrize("bad", [[], {"hub": "relative", "repos": [], "paths": {}}, {"hub": HUB, "repos": "x", "paths": {}}])
+def test_weights_of_the_wrong_shape_are_an_error_naming_the_host(bad):
+    with pytest.raises(checks.SpecdecError, match="jetson-001"):
+        run(THOR, weights=bad)
