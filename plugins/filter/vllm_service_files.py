@@ -34,7 +34,7 @@ options:
   unit:
     description:
       - What the unit needs besides the serve settings (C(vllm_server_result.server.unit)), with the keys
-        C(service), C(unit_path), C(config_path), C(env_file), C(runtime), C(engine), C(container_name),
+        C(unit_path), C(config_path), C(env_file), C(runtime), C(engine), C(container_name),
         C(image), C(image_flavor), C(runtime_dir), C(start_record), C(start_record_files), C(user),
         C(user_home), C(sandbox), C(read_write_paths).
     type: dict

@@ -28,7 +28,6 @@ HEADER = "# Ansible managed\n"
 
 # What the unit needs to know besides the serve settings; vllm_server_result.server.unit carries it.
 UNIT_KEYS = (
-    "service",
     "unit_path",
     "config_path",
     "env_file",
@@ -87,7 +86,6 @@ def _unit_settings(unit, host):
 
     for key in ("unit_path", "config_path", "env_file", "engine", "start_record", "user_home"):
         check(key, absolute_path)
-    check("service", unit_name)
     check("runtime_dir", unit_name)
     check("container_name", name)
     if unit["runtime"] not in RUNTIMES:
@@ -106,7 +104,11 @@ def _unit_settings(unit, host):
 
 def service_unit(serve, unit, plan=None, host=""):
     """Text of the systemd unit that serves ``serve`` (plus ``plan`` when it is an enabled plan)."""
-    unit = _unit_settings(unit, host)
+    return _unit_text(serve, _unit_settings(unit, host), plan, host)
+
+
+def _unit_text(serve, unit, plan, host):
+    """The unit's text from settings ``_unit_settings`` has checked."""
     runtime = unit["runtime"]
     model = serve.get("served_model_name") or serve.get("model")
     record = 'umask 022; { echo "# invocation $INVOCATION_ID"; sha256sum -- %s; } > %s' % (
@@ -173,5 +175,5 @@ def service_files(serve, unit, plan=None, host=""):
     unit = _unit_settings(unit, host)
     return [
         {"path": unit["config_path"], "content": serve_config_yaml(serve, plan, host=host), "mode": "0644"},
-        {"path": unit["unit_path"], "content": service_unit(serve, unit, plan, host=host), "mode": "0644"},
+        {"path": unit["unit_path"], "content": _unit_text(serve, unit, plan, host), "mode": "0644"},
     ]

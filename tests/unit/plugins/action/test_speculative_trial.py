@@ -7,13 +7,25 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import importlib.util
 import math
+import os
 from unittest import mock
 
 import pytest
 from ansible.errors import AnsibleActionFail
 from ansible_collections.jetson_llm.speculative.plugins.action.speculative_trial import ActionModule
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._vllm_health import serving_gaps
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 PLAN = {
     "decision": "enabled",
@@ -23,24 +35,8 @@ PLAN = {
     "draft_tensor_parallel_size": 1,
     "gpu_memory_utilization": 0.6,
 }
-UNIT = {
-    "service": "vllm",
-    "unit_path": "/etc/systemd/system/vllm.service",
-    "config_path": "/etc/vllm/serve.yaml",
-    "env_file": "/etc/vllm/vllm.env",
-    "runtime": "native",
-    "engine": "/usr/bin/docker",
-    "container_name": "vllm",
-    "image": "vllm/vllm-openai:v0.20.0",
-    "image_flavor": "upstream",
-    "runtime_dir": "vllm",
-    "start_record": "/run/vllm/config.sha256",
-    "start_record_files": ["/etc/vllm/serve.yaml", "/etc/vllm/vllm.env", "/etc/systemd/system/vllm.service"],
-    "user": "vllm",
-    "user_home": "/var/lib/vllm",
-    "sandbox": True,
-    "read_write_paths": [],
-}
+# the unit settings of the renderer's own tests (one copy)
+UNIT = _load("_unit_rendering_for_trial", os.path.join(HERE, "..", "plugin_utils", "test_unit_rendering.py")).UNIT
 SERVER = {"url": "http://127.0.0.1:8000", "service": "vllm.service", "config_path": "/etc/vllm/serve.yaml", "model": "m", "unit": UNIT}
 SERVE = {
     "model": "meta-llama/Llama-3.1-8B-Instruct",

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """vllm_server_discover: what serves vLLM on a device, read from /proc, systemd and the container engine."""
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -11,6 +12,16 @@ import pytest
 from ansible_collections.jetson_llm.speculative.plugins.modules import vllm_server_discover as disc
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering.unit import service_unit
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 PARAMS = {
     "port": 8000,
     "service": "vllm.service",
@@ -19,24 +30,8 @@ PARAMS = {
     "container_name": "vllm",
     "engines": ["docker", "podman"],
 }
-UNIT = {
-    "service": "vllm",
-    "unit_path": "/etc/systemd/system/vllm.service",
-    "config_path": "/etc/vllm/serve.yaml",
-    "env_file": "/etc/vllm/vllm.env",
-    "runtime": "docker",
-    "engine": "/usr/bin/docker",
-    "container_name": "vllm",
-    "image": "vllm/vllm-openai:v0.20.0",
-    "image_flavor": "upstream",
-    "runtime_dir": "vllm",
-    "start_record": "/run/vllm/config.sha256",
-    "start_record_files": ["/etc/vllm/serve.yaml", "/etc/vllm/vllm.env", "/etc/systemd/system/vllm.service"],
-    "user": "",
-    "user_home": "/var/lib/vllm",
-    "sandbox": True,
-    "read_write_paths": [],
-}
+# the unit settings of the renderer's own tests (one copy)
+UNIT = _load("_unit_rendering_for_discover", os.path.join(HERE, "..", "plugin_utils", "test_unit_rendering.py")).UNIT
 SERVE = {"model": "Qwen/Qwen3-8B", "host": "0.0.0.0", "port": 8000, "gpu_memory_utilization": 0.75, "max_model_len": 8192}
 
 

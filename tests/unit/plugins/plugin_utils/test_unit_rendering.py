@@ -14,7 +14,6 @@ from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.c
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._rendering.unit import service_files, service_unit
 
 UNIT = {
-    "service": "vllm",
     "unit_path": "/etc/systemd/system/vllm.service",
     "config_path": "/etc/vllm/serve.yaml",
     "env_file": "/etc/vllm/vllm.env",
@@ -99,7 +98,7 @@ def test_a_plan_that_is_not_enabled_is_the_baseline_and_the_output_is_determinis
     [
         ({"unit_path": "etc/vllm.service"}, "unit.unit_path", "an absolute path"),
         ({"user": "root; rm -rf /"}, "unit.user", "a Unix user"),
-        ({"service": "vllm.service"}, "unit.service", "a systemd unit name"),
+        ({"runtime_dir": "vllm/run"}, "unit.runtime_dir", "a systemd unit name"),
         ({"runtime": "lxc"}, "unit.runtime", "one of native, docker, podman"),
         ({"sandbox": "yes"}, "unit.sandbox", "true or false"),
         ({"read_write_paths": ["/data", "relative"]}, "unit.read_write_paths", "an absolute path"),
