@@ -24,7 +24,7 @@ FLEET_PY = [os.path.join(BIN, "jlfleet")]
 
 
 def fleet_cmd(*args, timeout=900):
-    return subprocess.run([*FLEET_PY, *args], capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run([*FLEET_PY, *args], capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
 
 
 def ansible_env():
@@ -49,6 +49,9 @@ class RunningFleet:
     def ssh(self, name, command, timeout=120, check=False):
         proc = subprocess.run(
             ["ssh", "-F", self.state["ssh_config"], name, command],
+            # never the test run's stdin: ssh (its ControlMaster staying in the background) leaves a shared stdin
+            # non-blocking, and ansible-playbook refuses to start on one
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             timeout=timeout,

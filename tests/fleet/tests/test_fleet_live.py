@@ -109,6 +109,7 @@ def test_jetson_facts_over_ssh_report_each_host(ci_fleet):
     env.update(ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json")
     proc = subprocess.run(
         [os.path.join(BIN, "ansible"), "all", "-i", ops.STATE_INVENTORY, "-m", "jetson_llm.speculative.jetson_facts"],
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         env=env,

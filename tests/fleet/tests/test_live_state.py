@@ -76,7 +76,7 @@ class Live(RunningFleet):
     def playbook(self, report, *extra, timeout=1800, inventory=None, playbook=PLAYBOOK):
         env = ansible_env()
         cmd = self._cmd(report, extra, inventory, playbook)
-        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
 
     def subset(self, name, hosts):
         """An inventory of ``hosts`` only (every group keeps its variables), so that a case runs where it looks."""
@@ -129,7 +129,9 @@ class Live(RunningFleet):
     def start(self, report, name):
         """A playbook in its own process group (so that it can be killed like an operator's Ctrl-C would not)."""
         out = open(os.path.join(self.work, name + ".log"), "w")
-        proc = subprocess.Popen(self._cmd(report, ()), stdout=out, stderr=subprocess.STDOUT, text=True, env=ansible_env(), start_new_session=True)
+        proc = subprocess.Popen(
+            self._cmd(report, ()), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, text=True, env=ansible_env(), start_new_session=True
+        )
         proc.log = out
         return proc
 

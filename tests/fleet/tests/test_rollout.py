@@ -64,7 +64,7 @@ class Rollout(RunningFleet):
             json.dumps({"jetson_llm_serial": ["50%", "100%"], "speculative_decoding_report_dir": self.report_dir}),
             *extra,
         ]
-        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
 
     def fingerprints(self):
         return {name: self.ssh(name, FINGERPRINT, check=True).stdout for name in EXPECTED}
