@@ -70,6 +70,12 @@ options:
     type: list
     elements: str
     default: [docker, podman]
+  vllm_bin:
+    description: The C(vllm) command a native service runs; when given, RV(lacking) says whether it is installed.
+    type: path
+  engine:
+    description: The container engine a container service runs (a name on C(PATH) or an absolute path); when given, RV(lacking) says whether it is installed.
+    type: str
 notes:
   - Nothing is changed; the module supports check mode.
 """
@@ -159,6 +165,13 @@ description:
   description: One line that names what serves and how (for messages); C(nothing serves on port N) for RV(kind) C(none).
   returned: always
   type: str
+lacking:
+  description:
+    - What the collection needs to serve vLLM on the device and does not find, one sentence each; empty when nothing
+      is lacking. Systemd (C(systemctl) and a booted systemd, C(/run/systemd/system)), O(vllm_bin) and O(engine).
+  returned: always
+  type: list
+  elements: str
 """
 
 import json
@@ -464,6 +477,20 @@ def classify(found, ours, params, lookup, known_containers):
     return result
 
 
+def lacking(module, params, booted="/run/systemd/system"):
+    """What the collection needs to serve vLLM here and the device lacks: systemd, vLLM (native) or the container engine."""
+    out = []
+    if not (module.get_bin_path("systemctl") and os.path.isdir(booted)):
+        out.append("systemd does not run on this device (the collection serves vLLM as a systemd unit)")
+    vllm_bin = params.get("vllm_bin")
+    if vllm_bin and not (os.path.isfile(vllm_bin) and os.access(vllm_bin, os.X_OK)):
+        out.append("vLLM is not installed: %s is not an executable file (vllm_server_vllm_bin)" % vllm_bin)
+    engine = params.get("engine")
+    if engine and not _engine_path(module, engine):
+        out.append("the container engine %s is not installed (vllm_server_runtime, vllm_server_engine_bin)" % engine)
+    return out
+
+
 def discover(module, proc="/proc"):
     params = module.params
     btime = boot_time(proc)
@@ -488,6 +515,7 @@ def discover(module, proc="/proc"):
     found = candidates[0] if candidates else None
     result = classify(found, ours, params, lookup, known)
     result["listening"] = bool(listeners)
+    result["lacking"] = lacking(module, params)
     return result
 
 
@@ -500,6 +528,8 @@ def main():
             start_record=dict(type="path", default="/run/vllm/config.sha256"),
             container_name=dict(type="str", default="vllm"),
             engines=dict(type="list", elements="str", default=["docker", "podman"]),
+            vllm_bin=dict(type="path"),
+            engine=dict(type="str"),
         ),
         supports_check_mode=True,
     )

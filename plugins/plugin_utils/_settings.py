@@ -519,6 +519,8 @@ def check_pacing(serial, max_fail_percentage):
 
 
 PLAYBOOK_SETTINGS = ("jetson_llm_serial", "jetson_llm_max_fail_percentage")
+# Facts the playbooks set on a device: never a setting.
+PLAYBOOK_FACTS = ("jetson_llm_left_alone",)
 _GROUP_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
@@ -545,6 +547,12 @@ def check_pacing_scope(variables, run, host):
     errors = []
     variables = dict(variables)
     effective = dict(run)
+    for fact in PLAYBOOK_FACTS:
+        if fact in variables:
+            errors.append(
+                "host {}: {}: is what first contact sets on a device it skips (playbooks/discover.yml), not a setting; "
+                "remove it from the inventory and the extra vars".format(host, fact)
+            )
     for setting in PLAYBOOK_SETTINGS:
         if setting in variables and _plain(variables[setting]) != _plain(effective.get(setting)):
             errors.append(

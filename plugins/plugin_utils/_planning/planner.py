@@ -409,7 +409,10 @@ def plan(
     target = cat.get(target_model)
     if target is None or target["kind"] != "target":
         return skipped(
-            "no published EAGLE-3 head or compatible draft for {} (not a target model in the catalog; add it with the catalog option)".format(target_model)
+            "no published EAGLE-3 head or compatible draft for {0} ({0} is not a target of the catalog: add it to {1}catalog as an entry of "
+            "kind target with family, model_type, quantization, weights_gb, vocab_size, num_hidden_layers, num_key_value_heads, head_dim "
+            "and max_position_embeddings from its config.json, and an entry of kind eagle3_head or draft for that family; "
+            "README, 'Models outside the catalog')".format(target_model, var_prefix)
         )
     if result["target_present"] is False:
         return skipped("the served model {} is not on the device: {}".format(target_model, absent(target_model)))

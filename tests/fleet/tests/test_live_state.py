@@ -17,6 +17,7 @@ judged on the live server (its ``/metrics`` and its process), not on files:
   the container serves the baseline from the known-good files;
 - weights: a speculator whose files are not where vLLM reads them (the native service's hub cache, a local path) is
   a skip before any restart, with where the files should be and how to fetch them;
+- first contact: a native device whose vllm command is gone is skipped with that reason, untouched, and the run goes on;
 - first contact: the operator's own vLLM, a container started by hand as NVIDIA's recipe does (named vllm, like the
   collection's), in place of the collection's unit: enable_speculation and disable_speculation refuse that device with
   its command line (the token masked) and leave the container serving, the same process, never restarted;
@@ -541,6 +542,35 @@ def test_a_speculator_missing_from_the_device_is_a_skip_before_any_restart(live,
     finally:
         live.ssh(DRIFT, "mv %s/models--* %s/ 2>/dev/null; rmdir %s" % (away, NATIVE_HUB, away))
         live.ssh(LOCAL, "mv %s.away %s" % (LOCAL_HEAD, LOCAL_HEAD))
+
+
+# ---------------------------------------------------------------- first contact: a device without vLLM
+
+
+def test_a_device_without_vllm_is_skipped_at_first_contact_and_the_run_goes_on(live, kept):
+    """The vllm command of a native device is gone (an upgrade half done, say): first contact skips that device with the
+    reason, no later play touches it (no lock, no restart), and the run ends green with the other device done."""
+    host = HOSTS[0]
+    assert live.speculating(host), "runs while l-orin-1 keeps its decision"
+    live.ssh(host, "mv /usr/local/bin/vllm /usr/local/bin/vllm.away", check=True)
+    try:
+        record = "sha256sum %s; ls %s" % (STATE, HISTORY)
+        before, recorded = live.main_pid(host), live.ssh(host, record, check=True).stdout
+        proc = live.playbook("no-vllm", inventory=live.subset("no-vllm-hosts", (host, DOCKER)))
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, tail(out)
+        report = host_report(live, "no-vllm")
+        assert report[host]["outcome"] == "skip", report[host]
+        reason = report[host]["reason"]
+        assert "vLLM is not installed: /usr/local/bin/vllm is not an executable file (vllm_server_vllm_bin)" in reason, reason
+        assert "nothing was changed on this host" in reason, reason
+        assert report[DOCKER]["outcome"] == "skip" and "not suggested" in report[DOCKER]["reason"], report[DOCKER]  # the run went on
+        # on the device: the same server, still speculating as decided; its record and history as they were
+        assert live.main_pid(host) == before and live.speculating(host)
+        assert live.ssh(host, record, check=True).stdout == recorded
+        assert recap(out)[host]["changed"] == 0, recap(out)
+    finally:
+        live.ssh(host, "mv /usr/local/bin/vllm.away /usr/local/bin/vllm")
 
 
 # ---------------------------------------------------------------- first contact: a server the operator started by hand

@@ -223,3 +223,43 @@ def test_discover_finds_the_listener_on_the_live_proc(listener):
 def test_a_process_reads_as_gone_once_it_exited(tmp_path):
     assert disc.process(2**22 + 7) is None
     assert disc.process(os.getpid())["argv"]
+
+
+class _Found(_Module):
+    """systemctl and the engines named in ``bins`` are found on PATH."""
+
+    def __init__(self, params, bins):
+        super().__init__(params)
+        self.bins = bins
+
+    def get_bin_path(self, name):
+        return self.bins.get(name)
+
+
+def test_what_the_device_lacks_to_serve_vllm_is_named(tmp_path):
+    booted = tmp_path / "systemd"
+    booted.mkdir()
+    vllm = tmp_path / "vllm"
+    vllm.write_text("#!/bin/sh\n")
+    vllm.chmod(0o755)
+    systemd = {"systemctl": "/usr/bin/systemctl"}
+    native = dict(PARAMS, vllm_bin=str(vllm), engine=None)
+    assert disc.lacking(_Found(native, systemd), native, booted=str(booted)) == []
+    # no systemd running (the command without a booted systemd, or no command)
+    assert disc.lacking(_Found(native, systemd), native, booted=str(tmp_path / "none")) == [
+        "systemd does not run on this device (the collection serves vLLM as a systemd unit)"
+    ]
+    assert disc.lacking(_Found(native, {}), native, booted=str(booted))[0].startswith("systemd does not run")
+    # vLLM not installed: missing, or not executable
+    gone = dict(native, vllm_bin=str(tmp_path / "nowhere" / "vllm"))
+    assert disc.lacking(_Found(gone, systemd), gone, booted=str(booted)) == [
+        "vLLM is not installed: %s is not an executable file (vllm_server_vllm_bin)" % gone["vllm_bin"]
+    ]
+    vllm.chmod(0o644)
+    assert "is not an executable file" in disc.lacking(_Found(native, systemd), native, booted=str(booted))[0]
+    # a container runtime without its engine
+    docker = dict(PARAMS, vllm_bin=None, engine="docker")
+    assert disc.lacking(_Found(docker, dict(systemd, docker="/usr/bin/docker")), docker, booted=str(booted)) == []
+    assert disc.lacking(_Found(docker, systemd), docker, booted=str(booted)) == [
+        "the container engine docker is not installed (vllm_server_runtime, vllm_server_engine_bin)"
+    ]

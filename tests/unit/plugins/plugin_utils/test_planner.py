@@ -404,7 +404,27 @@ def test_target_not_in_catalog():
     skipped(
         run(THOR, target="mistralai/Mistral-7B-Instruct-v0.3"),
         "no published EAGLE-3 head or compatible draft for mistralai/Mistral-7B-Instruct-v0.3",
+        # what to add, and where it is documented
+        "add it to speculative_decoding_catalog as an entry of kind target",
+        "max_position_embeddings from its config.json",
+        "an entry of kind eagle3_head or draft for that family",
+        "'Models outside the catalog'",
     )
+
+
+def test_the_catalog_example_of_readme_plans_a_local_target_with_its_local_head():
+    """The example README gives for a model outside the catalog is a valid catalog that plans as it says."""
+    with open(os.path.join(ROOT, "README.md")) as handle:
+        text = handle.read().split("### Models outside the catalog", 1)[1]
+    example = yaml.safe_load(text.split("```yaml", 1)[1].split("```", 1)[0])
+    host = example["all"]["children"]["specdec_fleet"]["hosts"]["orin-07"]
+    result = enabled(
+        run(AGX64, target=host["vllm_server_model"], catalog=host["speculative_decoding_catalog"]),
+        "eagle3",
+        "/opt/models/support-bot-8b-eagle3",
+        3,
+    )
+    assert result["target_present"] is None
 
 
 def test_a_head_is_not_a_target():

@@ -136,6 +136,15 @@ def test_pacing_set_per_host_is_refused():
     assert errors and errors[0].startswith("host h: jetson_llm_max_fail_percentage=50 differs from the run's value 0")
 
 
+def test_the_fact_first_contact_sets_is_refused_as_a_setting():
+    run = {"jetson_llm_serial": [1, "100%"], "jetson_llm_max_fail_percentage": 0}
+    errors = _settings.check_pacing_scope({"jetson_llm_left_alone": True}, run, "h")
+    assert errors == [
+        "host h: jetson_llm_left_alone: is what first contact sets on a device it skips (playbooks/discover.yml), not a setting; "
+        "remove it from the inventory and the extra vars"
+    ]
+
+
 def test_the_role_refuses_a_bad_value_before_it_renders(tmp_path):
     """The vllm_server role's own entry point used by the rollout (tasks_from: facts.yml) validates first."""
     playbook = tmp_path / "play.yml"
