@@ -75,7 +75,9 @@ _value:
           C(estimate), C(ci), C(confidence), C(status), C(threshold), C(rounds), or null), C(min_gain),
           C(acceptance) (mean acceptance C(length) and C(rate_percent) of the speculative blocks per concurrency),
           C(rounds), C(requests_spent), C(arm_switches), C(blocks), C(noise), C(warnings), C(plan_warnings),
-          C(benchmark_warnings), C(elapsed_s), C(started_at), C(finished_at).
+          C(benchmark_warnings), C(elapsed_s), C(restarts) and C(downtime_s) (the device's vLLM restarts in this run
+          and the seconds it did not serve, the union of their windows, each from the stop or start until ready),
+          C(started_at), C(finished_at).
       type: list
       elements: dict
     missing:
@@ -84,6 +86,12 @@ _value:
       elements: str
     timing:
       description: Where the run's time went, per phase and host, with a C(text) for the console.
+      type: dict
+    downtime:
+      description:
+        - What the run cost in serving time, from the summary rows; C(total_s) (seconds, summed over the devices),
+          C(hosts) (devices that restarted), C(restarts), C(longest) (C(host), C(downtime_s), C(restarts); null when
+          no device restarted) and a C(text) for the console.
       type: dict
     hosts:
       description: The raw per-host results, sorted by host.

@@ -7,6 +7,7 @@ The products, all pure functions of the per-host results recorded by the role:
 
 - ``table``: a fixed-width console table, one host a line with its reason wrapped below;
 - ``timing``: the wall time of the run and the part of it spent waiting on vLLM restarts and benchmarks;
+- ``downtime``: every device's seconds not serving (its restart windows), in all and the longest;
 - ``report``: the machine-readable document of one run (``fleet.json``), with a normalised per-host
   ``summary`` next to the raw results;
 - the history of runs in ``index.json`` (``load_index``, ``update_index``).
@@ -28,7 +29,7 @@ import time
 
 SCHEMA = 1
 OUTCOMES = ("keep", "revert", "skip")
-COLUMNS = ("host", "family", "method", "k", "c=1 tok/s B->S", "gain c=1 [CI]", "c=8 tok/s B->S", "gain c=8 [CI]", "req", "verdict")
+COLUMNS = ("host", "family", "method", "k", "c=1 tok/s B->S", "gain c=1 [CI]", "c=8 tok/s B->S", "gain c=8 [CI]", "req", "down s", "verdict")
 _RUN_ID = re.compile(r"^[0-9]{8}T[0-9]{6}Z(-[0-9]+)?$")
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -272,9 +273,23 @@ def host_summary(result):
         "plan_warnings": _strings(fitted.get("warnings") if fitted else plan.get("warnings")),
         "benchmark_warnings": _strings(bench_warnings),
         "elapsed_s": _num(result.get("elapsed_s")),
+        # seconds the device did not serve in this run: its restart windows (stop or start until ready), overlaps once
+        "restarts": len(_restart_windows(result)),
+        "downtime_s": round(union_seconds(_restart_windows(result)), 1),
         "started_at": _num(result.get("started_at")),
         "finished_at": _num(result.get("finished_at")),
     }
+
+
+def _restart_windows(result):
+    """The host's restart windows ``[start, end]`` (numbers), from the ``restart`` entries of its intervals."""
+    out = []
+    for entry in result.get("intervals") or []:
+        if isinstance(entry, (list, tuple)) and len(entry) == 3 and entry[0] == "restart":
+            start, end = _num(entry[1]), _num(entry[2])
+            if start is not None and end is not None and end >= start:
+                out.append([start, end])
+    return out
 
 
 def _output_proof(proof):
@@ -437,6 +452,7 @@ def _row(s):
         _arrow(s["throughput"]["c8"]),
         _gain_text(s["gain_c8"]),
         "-" if s["requests_spent"] is None else str(s["requests_spent"]),
+        "%.0f" % s["downtime_s"],
         label,
     )
 
@@ -460,7 +476,7 @@ def table(results, missing=None, width=None, reason_lines=3):
     summaries = [host_summary(r) for r in results]
     rows = [head] + [_row(s) for s in summaries]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    numeric = {3, 8}
+    numeric = {3, 8, 9}
 
     def line(cells):
         out = [cells[i].rjust(widths[i]) if i in numeric else cells[i].ljust(widths[i]) for i in range(len(cells))]
@@ -502,13 +518,41 @@ def table(results, missing=None, width=None, reason_lines=3):
     n = counts(results)
     parts = ["%s %d" % (k, n[k]) for k in sorted(n) if k != "missing" and n[k]]
     lines.append("hosts: %d; %s" % (len(results), ", ".join(parts) or "none"))
+    lines.append(downtime(summaries)["text"])
     for host in sorted(_text(h) for h in missing or []):
         lines.append("%s: no result (unreachable, failed, or stopped by the rollout)" % host)
     lines.append(
         "gain: drift-corrected change of output throughput, speculative vs baseline, [confidence interval] in %; "
-        "tok/s: mean of the benchmark blocks, baseline -> speculative; req: requests the trial spent"
+        "tok/s: mean of the benchmark blocks, baseline -> speculative; req: requests the trial spent; "
+        "down s: seconds the device did not serve (its vLLM restarts, each until ready)"
     )
     return lines
+
+
+def downtime(summaries):
+    """What the run cost in serving time: every device's seconds not serving (its restart windows), and the longest."""
+    down = [s for s in summaries if s["restarts"]]
+    out = {
+        "total_s": round(sum(s["downtime_s"] for s in down), 1),
+        "hosts": len(down),
+        "restarts": sum(s["restarts"] for s in down),
+        "longest": None,
+        "text": "downtime: none (no device restarted vLLM)",
+    }
+    if down:
+        worst = max(down, key=lambda s: (s["downtime_s"], s["host"]))
+        out["longest"] = {"host": worst["host"], "downtime_s": worst["downtime_s"], "restarts": worst["restarts"]}
+        out["text"] = "downtime: %.0f s in all, on %d of %d hosts (%d restarts); longest: %s, %.0f s in %d restart%s" % (
+            out["total_s"],
+            len(down),
+            len(summaries),
+            out["restarts"],
+            worst["host"],
+            worst["downtime_s"],
+            worst["restarts"],
+            "" if worst["restarts"] == 1 else "s",
+        )
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -618,6 +662,7 @@ def report(results, missing=None, started=None, now=None, history=None, target_g
         "groups": groups([host_summary(r) for r in results]),
         "missing": missing,
         "timing": timing(results, started=started, now=now),
+        "downtime": downtime([host_summary(r) for r in results]),
         "hosts": results,
     }
 

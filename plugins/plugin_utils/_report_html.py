@@ -27,6 +27,7 @@ from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._report imp
     _text,
     _trim,
     counts,
+    downtime,
     groups,
     host_summary,
     load_index,
@@ -357,6 +358,8 @@ def _method(s):
 
 def _trial(s):
     out = {"rounds": None, "requests": s["requests_spent"], "elapsed": None if s["elapsed_s"] is None else _clock(s["elapsed_s"])}
+    # the seconds the device did not serve: its restarts in this run, each until ready
+    out["downtime"] = "%.0f s in %d restart%s" % (s["downtime_s"], s["restarts"], "" if s["restarts"] == 1 else "s") if s["restarts"] else "0 s"
     if s["rounds"] is not None:
         restarts = "" if s["arm_switches"] is None else ", %d restarts" % s["arm_switches"]
         out["rounds"] = "%d round%s%s" % (s["rounds"], "" if s["rounds"] == 1 else "s", restarts)
@@ -502,6 +505,8 @@ def page(doc, index=None, location="latest"):
             "share": None if share is None else "%.0f%s%%" % (100 * share, NNBSP),
             "restarts": _clock(_num(timing_.get("restart_seconds")) or 0),
             "benchmarks": _clock(_num(timing_.get("benchmark_seconds")) or 0),
+            # computed from the hosts, so that a report written before the downtime was counted shows it too
+            "downtime": downtime(summaries)["text"],
         },
         "timeline": timeline(doc, by_start),
         "history": history(index, run.get("id"), location),

@@ -191,6 +191,31 @@ def test_restarts_are_timed_on_the_devices_clock(results):
     assert restarted >= 6, "hosts with timed restarts: %d" % restarted
 
 
+def test_every_restart_is_downtime_in_the_report(rollout, results):
+    """The downtime of each device counts every restart of the run: the baseline's, the trial's and the revert's
+    (the handler's, after the last benchmark); the summary, the table and the page show it."""
+    with open(os.path.join(rollout.report_dir, "latest.json")) as f:
+        doc = json.load(f)
+    summary = {s["host"]: s for s in doc["summary"]}
+    for host, (outcome, _why) in EXPECTED.items():
+        windows = sorted((start, end) for kind, start, end in results[host]["intervals"] if kind == "restart")
+        benchmarks = [end for kind, _start, end in results[host]["intervals"] if kind == "benchmark"]
+        # a fresh device starts its baseline: every host restarted at least once, and its downtime is those windows
+        assert windows, host
+        union, reach = 0.0, None
+        for start, end in windows:
+            union += max(0.0, end - max(start, reach if reach is not None else start))
+            reach = end if reach is None else max(reach, end)
+        assert summary[host]["restarts"] == len(windows), host
+        assert abs(summary[host]["downtime_s"] - union) < 0.11, (host, summary[host]["downtime_s"], union)
+        if outcome == "revert":
+            assert benchmarks and windows[-1][0] >= max(benchmarks), (host, windows, max(benchmarks or [0]))
+    assert doc["downtime"]["restarts"] == sum(s["restarts"] for s in summary.values())
+    assert doc["downtime"]["text"] in rollout.runs["first"].stdout
+    with open(os.path.join(rollout.report_dir, "latest.html")) as f:
+        assert doc["downtime"]["text"] in f.read()
+
+
 def test_every_host_serves_its_decided_configuration(rollout, results):
     for host, (outcome, _why) in EXPECTED.items():
         r = results[host]
@@ -436,6 +461,8 @@ def test_a_second_run_changes_nothing(rollout, results):
         again = {h["host"]: h for h in json.load(f)["hosts"]}
     assert {h: again[h]["outcome"] for h in EXPECTED} == {h: o for h, (o, _w) in EXPECTED.items()}
     assert all(again[h]["reused"] for h in EXPECTED)
+    # nothing restarted, and the report says so
+    assert "downtime: none (no device restarted vLLM)" in proc.stdout
 
 
 def test_check_mode_after_the_rollout_shows_no_change(rollout, results):

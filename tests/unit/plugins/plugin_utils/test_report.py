@@ -144,11 +144,13 @@ def test_table_rows_and_counts():
             "blocks": _blocks(),
             "verdict": {"gain_c1": {"estimate": 0.476, "ci": [0.31, 0.66]}, "requests_spent": 144, "thresholds": {"high_concurrency": 8}},
             "reason": "throughput at c=1\n gains",
+            # two restarts (40 s and 25 s, the second overlapping a benchmark), and a benchmark that is not downtime
+            "intervals": [["restart", 100.0, 140.0], ["benchmark", 140.0, 200.0], ["restart", 200.0, 225.0]],
         },
         {"host": "a-nano", "family": "orin_nano", "variant": "8gb", "outcome": "skip", "reason": "Orin Nano: no"},
     ]
     lines = r.table(results, missing=["c-gone"])
-    header = "host family method k c=1 tok/s B->S gain c=1 [CI] c=8 tok/s B->S gain c=8 [CI] req verdict"
+    header = "host family method k c=1 tok/s B->S gain c=1 [CI] c=8 tok/s B->S gain c=8 [CI] req down s verdict"
     assert lines[0].split() == header.split()
     assert lines[1].startswith("a-nano") and lines[1].endswith("skip")
     assert lines[2] == "    Orin Nano: no"
@@ -160,11 +162,38 @@ def test_table_rows_and_counts():
     assert lines[5] == "num_speculative_tokens per group (family variant, target model, speculator):"
     assert lines[6] == "  thor t5000: k=5 (source not recorded); 1 host"
     assert lines[7] == "hosts: 2; keep 1, skip 1"
-    assert lines[8].startswith("c-gone: no result")
-    assert lines[9].startswith("gain: drift-corrected")
-    # columns line up: every host line has the verdict where the header has it
+    assert lines[8] == "downtime: 65 s in all, on 1 of 2 hosts (2 restarts); longest: b-thor, 65 s in 2 restarts"
+    assert lines[9].startswith("c-gone: no result")
+    assert lines[10].startswith("gain: drift-corrected") and "down s: seconds the device did not serve" in lines[10]
+    # columns line up: every host line has the verdict where the header has it, and its downtime right-aligned before it
     col = lines[0].index("verdict")
     assert lines[1][col:] == "skip" and thor[col:] == "keep (strong)"
+    down = lines[0].index("down s") + len("down s")
+    assert lines[1][:down].endswith(" 0") and thor[:down].endswith(" 65")
+
+
+def test_downtime_is_the_union_of_a_hosts_restart_windows():
+    def result(host, intervals):
+        return {"host": host, "outcome": "keep", "intervals": intervals}
+
+    s = r.host_summary(result("a", [["restart", 10, 30], ["restart", 25, 40], ["benchmark", 40, 90], ["restart", 90, 91.5]]))
+    assert (s["restarts"], s["downtime_s"]) == (3, 31.5)  # 10-40 counted once, plus 1.5 s
+    # malformed entries (a hostile or truncated result file) count nothing rather than fail the report
+    s = r.host_summary(result("b", [["restart", "x", 3], ["restart", 5], ["restart", 9, 2], "restart", None]))
+    assert (s["restarts"], s["downtime_s"]) == (0, 0.0)
+    d = r.downtime(
+        [
+            r.host_summary(result("a", [["restart", 0, 20]])),
+            r.host_summary(result("b", [["restart", 0, 30], ["restart", 40, 45]])),
+            r.host_summary(result("c", [])),
+        ]
+    )
+    assert d["total_s"] == 55.0 and d["hosts"] == 2 and d["restarts"] == 3
+    assert d["longest"] == {"host": "b", "downtime_s": 35.0, "restarts": 2}
+    assert d["text"] == "downtime: 55 s in all, on 2 of 3 hosts (3 restarts); longest: b, 35 s in 2 restarts"
+    assert r.downtime([r.host_summary(result("c", []))])["text"] == "downtime: none (no device restarted vLLM)"
+    doc = r.report([result("a", [["restart", 0, 20]])], started=0, now=100)
+    assert doc["summary"][0]["downtime_s"] == 20.0 and doc["downtime"]["total_s"] == 20.0
 
 
 def test_table_on_the_realistic_fleet():
@@ -187,7 +216,8 @@ def test_table_on_the_realistic_fleet():
     assert "    warning: c=1: block-to-block throughput variation is" in text
     assert "warning: 2 requests timed out" in text
     assert "hosts: 6; keep 3, revert 2, skip 1" in lines
-    assert lines.index("hosts: 6; keep 3, revert 2, skip 1") == len(lines) - 3
+    assert lines.index("hosts: 6; keep 3, revert 2, skip 1") == len(lines) - 4
+    assert lines[-3].startswith("downtime: ")
 
 
 def test_table_wraps_and_shortens_reasons():

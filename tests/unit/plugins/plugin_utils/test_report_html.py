@@ -202,6 +202,10 @@ def test_host_table_rows(full):
             assert "c=1 %.2f" % s["acceptance"]["c1"]["length"] in cells[6].all_text()
             assert "%d requests" % s["requests_spent"] in cells[7].all_text()
             assert "c=1 %.1f" % (100 * s["noise"]["c1"]["residual_sd"]) in cells[8].all_text()
+        # the seconds the device did not serve, in the trial cell: its restarts
+        plural = "" if s["restarts"] == 1 else "s"
+        down = "%.0f s in %d restart%s not serving" % (s["downtime_s"], s["restarts"], plural) if s["restarts"] else "0 s not serving"
+        assert down in cells[7].all_text(), (host, cells[7].all_text())
         if s["gain_c1"]:
             assert ("%+.1f" % (100 * s["gain_c1"]["estimate"])).replace("-", "\u2212") in cells[3].all_text()
     orin02 = next(tr for tr in rows if tr.attrs["id"] == "host-orin-02")
@@ -240,6 +244,7 @@ def test_timing_section_and_timeline(full):
     doc, page = full
     root = parse(page)
     assert doc["timing"]["text"] in root.all_text()
+    assert doc["downtime"]["text"] in root.all_text() and doc["downtime"]["restarts"] > 0
     timeline = next(s for s in root.find_all("svg") if "Timeline" in s.attrs.get("aria-label", ""))
     rects = timeline.find_all("rect")
     expect = sum(len(h["intervals"]) for h in doc["hosts"])
