@@ -180,6 +180,7 @@ import re
 import shlex
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._vllm_health import parse_systemctl_show
 
 SECRET = re.compile(r"(?i)token|key|secret|password|passwd|auth")
 MASK = "***"
@@ -393,14 +394,12 @@ def container_of(proc_info, found, lookup):
     return None
 
 
-def systemctl_show(module, service):
-    path = module.get_bin_path("systemctl")
-    if not path:
+def systemctl_show(module, systemctl, service):
+    """What systemd says of ``service`` (``systemctl``: the command's path, None when the device has none)."""
+    if not systemctl:
         return {}
-    rc, out, _err = module.run_command([path, "show", service, "--property=ActiveState,MainPID,LoadState"])
-    if rc != 0:
-        return {}
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    rc, out, _err = module.run_command([systemctl, "show", service, "--property=ActiveState,MainPID,LoadState"])
+    return parse_systemctl_show(out) if rc == 0 else {}
 
 
 def owned_unit_file(text, start_record):
@@ -477,10 +476,13 @@ def classify(found, ours, params, lookup, known_containers):
     return result
 
 
-def lacking(module, params, booted="/run/systemd/system"):
-    """What the collection needs to serve vLLM here and the device lacks: systemd, vLLM (native) or the container engine."""
+def lacking(module, params, systemctl, booted="/run/systemd/system"):
+    """What the collection needs to serve vLLM here and the device lacks: systemd, vLLM (native) or the container engine.
+
+    ``systemctl``: the command's path, None when the device has none.
+    """
     out = []
-    if not (module.get_bin_path("systemctl") and os.path.isdir(booted)):
+    if not (systemctl and os.path.isdir(booted)):
         out.append("systemd does not run on this device (the collection serves vLLM as a systemd unit)")
     vllm_bin = params.get("vllm_bin")
     if vllm_bin and not (os.path.isfile(vllm_bin) and os.access(vllm_bin, os.X_OK)):
@@ -499,7 +501,8 @@ def discover(module, proc="/proc"):
         return process(pid, proc, btime=btime)
 
     listeners = [p for p in (lookup(pid) for pid in socket_pids(listening_inodes(params["port"], proc), proc)) if p]
-    show = systemctl_show(module, params["service"])
+    systemctl = module.get_bin_path("systemctl")
+    show = systemctl_show(module, systemctl, params["service"])
     ours = {
         "owned": owned_unit_file(_read(params["unit_path"]), params["start_record"]),
         "active": show.get("ActiveState") in ("active", "activating", "reloading"),
@@ -515,7 +518,7 @@ def discover(module, proc="/proc"):
     found = candidates[0] if candidates else None
     result = classify(found, ours, params, lookup, known)
     result["listening"] = bool(listeners)
-    result["lacking"] = lacking(module, params)
+    result["lacking"] = lacking(module, params, systemctl)
     return result
 
 
