@@ -19,7 +19,16 @@ import re
 
 import yaml
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._bench import prompts as _bench_prompts
-from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import OVERRIDE_KEYS, UTIL_MAX, UTIL_MIN, SpecdecError, validate_overrides
+from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import (
+    OVERRIDE_KEYS,
+    UTIL_MAX,
+    UTIL_MIN,
+    SpecdecError,
+    extra_args_problem,
+    extra_mounts_problem,
+    shown_extra_args,
+    validate_overrides,
+)
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._values import plain as _plain
 
 ROLES = ("vllm_server", "speculative_decoding")
@@ -278,6 +287,9 @@ RULES = {
     "vllm_server_user_home": absolute_path,
     "vllm_server_gpu_groups": user_names,
     "vllm_server_read_write_paths": absolute_paths,
+    # the renderer's own rules (plugins/plugin_utils/_planning/checks.py)
+    "vllm_server_extra_args": extra_args_problem,
+    "vllm_server_extra_mounts": extra_mounts_problem,
     "vllm_server_hf_token": secret,
     "vllm_server_api_key": secret,
     "vllm_server_ready_timeout": int_range(0, 86400),
@@ -329,6 +341,12 @@ UNCHECKED = {
 # Relations between settings of one host.
 _PAIRS = (
     (
+        "vllm_server_runtime",
+        "vllm_server_extra_mounts",
+        lambda runtime, mounts: runtime != "native" or not mounts,
+        "vllm_server_extra_mounts are bind mounts of the container: they need vllm_server_runtime docker or podman, not native",
+    ),
+    (
         "speculative_decoding_min_rounds",
         "speculative_decoding_max_rounds",
         lambda a, b: a <= b,
@@ -377,6 +395,8 @@ def shown(variable, value):
     if variable in SECRETS and value not in (None, ""):
         text = "<secret of {} characters{}>".format(len(str(value)), ", with a control character" if _CONTROL_RE.search(str(value)) else "")
         return text
+    if variable == "vllm_server_extra_args":
+        value = shown_extra_args(value)
     text = repr(value)
     return text if len(text) <= 120 else text[:117] + "..."
 

@@ -166,3 +166,91 @@ def _check_mapping(value, name, host, expected):
     if not isinstance(value, dict):
         raise _bad(host, name, value, expected)
     return value
+
+
+# ---------------------------------------------------------------- what else the server runs with
+
+# Options of ``vllm serve`` that the collection writes itself, that carry a secret, or that configure speculation
+# (which the plan owns): never an extra option. Names as ``vllm serve --help`` prints them, without the dashes.
+MANAGED_OPTIONS = frozenset(
+    (
+        "model",
+        "model-tag",
+        "config",
+        "host",
+        "port",
+        "served-model-name",
+        "gpu-memory-utilization",
+        "max-model-len",
+        "max-num-seqs",
+        "tensor-parallel-size",
+        "api-key",
+        "hf-token",
+    )
+)
+_OPTION_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+_MOUNT_PATH_RE = re.compile(r"^/[A-Za-z0-9._/-]{0,1023}$")
+EXTRA_ARGS_MAX = 64
+EXTRA_MOUNTS_MAX = 32
+EXTRA_ARGS_EXPECTATION = (
+    "a mapping of further vllm serve options, each a long option name without its dashes ([a-z0-9-], as vllm serve --help "
+    "prints it, such as enable-prefix-caching or kv-cache-dtype) to a boolean, a number or a string of printable ASCII "
+    "(at most 1024 characters; a JSON option as its JSON text); at most {} options".format(EXTRA_ARGS_MAX)
+)
+EXTRA_MOUNTS_EXPECTATION = (
+    "a list of bind mounts SOURCE:DESTINATION or SOURCE:DESTINATION:ro, both absolute paths of [A-Za-z0-9._/-] without '..', "
+    "each destination once; at most {}".format(EXTRA_MOUNTS_MAX)
+)
+
+
+_SECRET_OPTION_RE = re.compile(r"(?i)token|key|secret|passw|auth|credential")
+
+
+def shown_extra_args(value):
+    """Further options as a message may show them: the value of any option whose name suggests a secret masked."""
+    if not isinstance(value, dict):
+        return value
+    return dict((key, "***" if isinstance(key, str) and _SECRET_OPTION_RE.search(key) and value[key] not in (None, "") else value[key]) for key in value)
+
+
+def extra_args_problem(value):
+    """What is wrong with further ``vllm serve`` options (``vllm_server_extra_args``), or None when they are allowed."""
+    if not isinstance(value, dict):
+        return EXTRA_ARGS_EXPECTATION
+    if len(value) > EXTRA_ARGS_MAX:
+        return EXTRA_ARGS_EXPECTATION
+    for key in sorted(value, key=str):
+        item = value[key]
+        if not (isinstance(key, str) and len(key) <= 64 and _OPTION_RE.fullmatch(key)):
+            return "{} (got the option name {!r})".format(EXTRA_ARGS_EXPECTATION, key)
+        if key in ("api-key", "hf-token"):
+            return "no secret in the serve configuration ({}: set vllm_server_{}, kept in Ansible Vault)".format(key, key.replace("-", "_"))
+        if key in MANAGED_OPTIONS:
+            setting = "vllm_server_model" if key in ("model", "model-tag", "config") else "vllm_server_" + key.replace("-", "_")
+            return "no option the collection sets itself ({}: set {})".format(key, setting)
+        if key.startswith("spec") or "speculative" in key or key.startswith("ngram"):
+            return "no speculation option ({}): the plan writes speculative-config; per-host choices are speculative_decoding_* settings".format(key)
+        if isinstance(item, bool) or _is_number(item):
+            continue
+        if isinstance(item, str) and len(item) <= 1024 and all(" " <= ch <= "~" for ch in item):
+            continue
+        return "{} (got {!r} for {})".format(EXTRA_ARGS_EXPECTATION, item, key)
+    return None
+
+
+def extra_mounts_problem(value, reserved=()):
+    """What is wrong with further bind mounts of the container (``vllm_server_extra_mounts``), or None.
+
+    ``reserved``: destinations the collection mounts itself (the configuration directory, the Hugging Face cache).
+    """
+    if not isinstance(value, (list, tuple)) or len(value) > EXTRA_MOUNTS_MAX:
+        return EXTRA_MOUNTS_EXPECTATION
+    seen = set(reserved)
+    for item in value:
+        parts = item.split(":") if isinstance(item, str) else []
+        if not (len(parts) in (2, 3) and (len(parts) == 2 or parts[2] == "ro") and all(_MOUNT_PATH_RE.fullmatch(p) and ".." not in p for p in parts[:2])):
+            return "{} (got {!r})".format(EXTRA_MOUNTS_EXPECTATION, item)
+        if parts[1].rstrip("/") in seen:
+            return "{} (the destination {} is mounted already)".format(EXTRA_MOUNTS_EXPECTATION, parts[1])
+        seen.add(parts[1].rstrip("/"))
+    return None

@@ -21,6 +21,7 @@ from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.c
     _bad,
     _check_mapping,
     _serve_value,
+    extra_mounts_problem,
 )
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.planner import (
     THOR_FAMILIES,
@@ -66,7 +67,8 @@ def serve_argv(serve, config_path, runtime, image=None, image_flavor="upstream",
     Optional ``serve`` keys: ``vllm_bin`` (default ``vllm``), ``engine_bin`` (default the runtime
     name), ``container_name`` (``vllm``), ``oci_runtime`` (``nvidia``; empty string to omit
     ``--runtime``), ``hf_cache_dir`` (``/root/.cache/huggingface``), ``env_file``, ``family`` (adds
-    ``--ipc host`` on Thor, as the published Thor command does), ``model``.
+    ``--ipc host`` on Thor, as the published Thor command does), ``model``, ``extra_mounts`` (further
+    ``SOURCE:DESTINATION[:ro]`` bind mounts, after the collection's own; none for ``native``).
     """
     _check_mapping(serve, "serve", host, "a mapping of serve settings")
     if not (_safe_path(config_path) and config_path.endswith((".yaml", ".yml"))):
@@ -83,6 +85,9 @@ def serve_argv(serve, config_path, runtime, image=None, image_flavor="upstream",
         return _safe_path(value) or (isinstance(value, str) and _BIN_NAME_RE.fullmatch(value) is not None)
 
     bin_expected = "an absolute path of [A-Za-z0-9._/-] or a command name"
+    mounts = serve.get("extra_mounts") or []
+    if runtime == "native" and mounts:
+        raise _bad(host, "serve.extra_mounts", mounts, "no bind mounts for the native runtime (they are for docker and podman)")
     if runtime == "native":
         vllm_bin = _argv_value(serve, "vllm_bin", bin_ok, expected=bin_expected, host=host, default="vllm")
         return [vllm_bin, "serve", "--config", config_path]
@@ -137,6 +142,12 @@ def serve_argv(serve, config_path, runtime, image=None, image_flavor="upstream",
             local.append(spec_model)
     for path in sorted(set(local)):
         argv += ["-v", "{0}:{0}:ro".format(path)]
+    # further bind mounts of the server (vllm_server_extra_mounts), in their order, after the collection's own
+    problem = extra_mounts_problem(mounts, reserved=[config_dir, HF_CACHE_IN_CONTAINER, *sorted(set(local))])
+    if problem:
+        raise _bad(host, "serve.extra_mounts", mounts, problem)
+    for mount in mounts:
+        argv += ["-v", mount]
     if env_file:
         argv += ["--env-file", env_file]
     if image_flavor == "jetson":

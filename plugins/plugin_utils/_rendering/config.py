@@ -21,6 +21,8 @@ from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.c
     _is_int,
     _is_number,
     _serve_value,
+    extra_args_problem,
+    shown_extra_args,
 )
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.planner import (
     speculative_config,
@@ -49,7 +51,8 @@ def spec_config_json(config):
 def serve_config(serve, plan=None, host=""):
     """Mapping for vLLM's ``--config`` YAML file (long option names as keys, insertion-ordered).
 
-    Secrets never appear: vLLM reads ``VLLM_API_KEY`` and ``HF_TOKEN`` from its environment.
+    Secrets never appear: vLLM reads ``VLLM_API_KEY`` and ``HF_TOKEN`` from its environment. The further options
+    of ``serve.extra_args`` follow the collection's own, sorted by name (none of them is one of those).
     With an enabled ``plan`` the plan's utilization and ``speculative-config`` (a JSON string,
     which every vLLM release parses) are written; otherwise the baseline settings.
     """
@@ -60,6 +63,13 @@ def serve_config(serve, plan=None, host=""):
         if value is None:
             continue
         out[option] = float(value) if key == "gpu_memory_utilization" else value
+    # further vllm serve options of the server (vllm_server_extra_args), after the collection's own, sorted
+    extra = serve.get("extra_args") or {}
+    problem = extra_args_problem(extra)
+    if problem:
+        raise _bad(host, "serve.extra_args", shown_extra_args(extra), problem)
+    for option in sorted(extra):
+        out[option] = extra[option]
     if plan is None:
         return out
     _check_mapping(plan, "plan", host, "a plan mapping from speculative_plan")

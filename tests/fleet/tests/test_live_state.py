@@ -49,6 +49,8 @@ DOCKER = "l-nano-docker"
 # the container host whose EAGLE-3 head is at a local path (tests/fleet/live.yml)
 LOCAL = "l-orin-docker"
 LOCAL_HEAD = "/opt/models/llama31-8b-eagle3"
+# l-orin-docker's further bind mount and vllm serve option (tests/fleet/live.yml)
+EXTRA_SOURCE, EXTRA_DESTINATION = "/srv/prompts", "/data/prompts"
 HUB = "/root/.cache/huggingface/hub/models--yuhuili--EAGLE3-LLaMA3.1-Instruct-8B"
 STATE_DIR = "/var/lib/jetson_llm/speculative"
 STATE = STATE_DIR + "/state.json"
@@ -228,6 +230,8 @@ def live(tmp_path_factory):
             fleet = Live(json.load(f), inventory, str(work))
         # the operator's local copy of the EAGLE-3 head (the files of the Hub snapshot, at a path of their own)
         fleet.ssh(LOCAL, 'mkdir -p /opt/models && cp -rL "%s/snapshots/$(cat %s/refs/main)" %s' % (HUB, HUB, LOCAL_HEAD), check=True)
+        # the source of the further bind mount the operator gives that container (vllm_server_extra_mounts)
+        fleet.ssh(LOCAL, "mkdir -p %s" % EXTRA_SOURCE, check=True)
         yield fleet
     finally:
         fleet_cmd("down")
@@ -502,6 +506,21 @@ def test_a_container_mounts_a_speculator_at_a_local_path_through_the_trial_and_a
     assert same.returncode == 0, same.stdout + same.stderr
     record = live.ssh(LOCAL, "cat /run/vllm/config.sha256", check=True).stdout
     assert "/etc/systemd/system/vllm.service" in record, record
+
+
+def test_the_servers_further_option_and_mount_are_served_with_and_without_speculation(live, watched, kept):
+    """vllm_server_extra_args and vllm_server_extra_mounts: every container seen serving during the trial, speculative
+    or not, and the one after the revert has the further bind mount; every start of vLLM on the device took the
+    further option (its configuration log line), none ran without it."""
+    assert [s for s in watched if s["speculative"]] and [s for s in watched if not s["speculative"]], watched
+    for seen in [*watched, live.container(LOCAL)]:
+        mounts = [m for m in seen["mounts"] if m.get("Destination") == EXTRA_DESTINATION]
+        assert mounts and mounts[0]["Source"] == EXTRA_SOURCE and mounts[0]["RW"] is False, seen
+    config = live.ssh(LOCAL, "cat /etc/vllm/serve.yaml", check=True).stdout.splitlines()
+    assert "enable-prefix-caching: false" in config and "max-num-batched-tokens: 4096" in config, config
+    starts = live.ssh(LOCAL, "journalctl -u vllm.service -o cat | grep -o 'enable_prefix_caching=[A-Za-z]*'", check=True).stdout.split()
+    # the baseline, each arm switch of the trial and the revert: every one with prefix caching off, as asked
+    assert len(starts) >= 3 and set(starts) == {"enable_prefix_caching=False"}, starts
 
 
 # ---------------------------------------------------------------- weights: what the device holds, looked at before any restart

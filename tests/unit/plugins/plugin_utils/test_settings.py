@@ -94,6 +94,11 @@ def test_required_and_typed():
         ("vllm_server_user", ["vllm", "root", "_vllm"], ["Vllm", "a b", "vllm;id", ""]),
         ("vllm_server_gpu_groups", [[], ["video", "render"]], [["video", "a b"], "video"]),
         ("vllm_server_read_write_paths", [[], ["/run/vllm-sim"]], [["/"], ["rel"], ["/a/../b"]]),
+        (
+            "vllm_server_extra_args",
+            [{}, {"enable-prefix-caching": True, "kv-cache-dtype": "fp8", "max-num-batched-tokens": 8192, "no-enable-chunked-prefill": True}],
+            [{"model": "x"}, {"gpu-memory-utilization": 0.5}, {"api-key": "x"}, {"spec-tokens": 3}, {"Bad_Name": 1}, {"a": None}, {"a": {}}, []],
+        ),
     ],
 )
 def test_value_rules(variable, good, bad):
@@ -119,6 +124,27 @@ def test_related_settings():
         " (a strong gain is at least the gain asked for) (got 0.95 and 0.3)"
     ]
     assert _settings.check_role("speculative_decoding", {"speculative_decoding_min_gain": 0.95, "speculative_decoding_strong_gain": 0.95}) == []
+
+    # bind mounts are the container's: refused with the native runtime, and named with the host
+    errors = _settings.check_role("vllm_server", dict(GOOD, vllm_server_extra_mounts=["/data:/data:ro"]), host="h")
+    assert errors == [
+        "host h: vllm_server_extra_mounts are bind mounts of the container: they need vllm_server_runtime docker or podman, "
+        "not native (got native and ['/data:/data:ro'])"
+    ]
+    assert _settings.check_role("vllm_server", dict(GOOD, vllm_server_runtime="docker", vllm_server_extra_mounts=["/data:/data:ro"])) == []
+
+
+def test_a_further_option_names_the_setting_to_use_instead():
+    errors = _settings.check_role("vllm_server", dict(GOOD, vllm_server_extra_args={"max-model-len": 4096}), host="h")
+    assert errors == [
+        "host h: vllm_server_extra_args={'max-model-len': 4096} is not allowed; expected no option the collection sets itself "
+        "(max-model-len: set vllm_server_max_model_len)"
+    ]
+    errors = _settings.check_role("vllm_server", dict(GOOD, vllm_server_extra_args={"hf-token": "hf_secret1", "seed": 1}), host="h")
+    assert errors == [
+        "host h: vllm_server_extra_args={'hf-token': '***', 'seed': 1} is not allowed; expected no secret in the serve configuration "
+        "(hf-token: set vllm_server_hf_token, kept in Ansible Vault)"
+    ]
 
 
 @pytest.mark.parametrize(

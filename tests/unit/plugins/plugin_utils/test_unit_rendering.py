@@ -125,3 +125,60 @@ def test_the_filter_returns_the_renderers_files_and_wraps_its_errors():
         vllm_service_files(SERVE, unit=dict(UNIT, runtime="lxc"), host="dev-1")
     with pytest.raises(AnsibleFilterError, match="must be a dict"):
         vllm_service_files("model: m", unit=UNIT)
+
+
+def test_the_servers_further_options_and_mounts_are_served_with_and_without_speculation():
+    serve = dict(
+        SERVE,
+        extra_args={"kv-cache-dtype": "fp8", "enable-prefix-caching": True, "max-num-batched-tokens": 4096, "compilation-config": '{"level": 3}'},
+        extra_mounts=["/data/prompts:/data/prompts:ro", "/srv/cache:/cache"],
+    )
+    extras = [
+        'compilation-config: "{\\"level\\": 3}"',
+        "enable-prefix-caching: true",
+        'kv-cache-dtype: "fp8"',
+        "max-num-batched-tokens: 4096",
+    ]
+    for plan in (None, PLAN):
+        config, unit = (f["content"] for f in service_files(serve, DOCKER, plan))
+        keys = config.splitlines()[1:]
+        # after the collection's own keys (the speculative configuration last), sorted, quoted as the rest of the file
+        at = keys.index(extras[0])
+        assert keys[at : at + 4] == extras and keys[at - 1].startswith("gpu-memory-utilization: ")
+        assert keys[at + 4 :] == (['speculative-config: "' + keys[-1].split('"', 1)[1]] if plan else [])
+        # the mounts follow the collection's own (the configuration directory, the cache, a local speculator), in order
+        start = unit.index('"-v" "/data/prompts:/data/prompts:ro" "-v" "/srv/cache:/cache"')
+        assert unit.index('"-v" "/etc/vllm:/etc/vllm:ro"') < start
+        if plan:
+            assert unit.index('"-v" "%s:%s:ro"' % (LOCAL, LOCAL)) < start
+    # none of it without the settings: the files are those of before, byte for byte
+    assert service_files(dict(SERVE, extra_args={}, extra_mounts=[]), DOCKER) == service_files(SERVE, DOCKER)
+
+
+@pytest.mark.parametrize(
+    "change, key, allowed",
+    [
+        ({"extra_args": {"max-model-len": 4096}}, "serve.extra_args", "set vllm_server_max_model_len"),
+        ({"extra_args": {"api-key": "sk-1"}}, "serve.extra_args", "no secret in the serve configuration"),
+        ({"extra_args": {"speculative-config": "{}"}}, "serve.extra_args", "no speculation option"),
+        ({"extra_args": {"x": "a\nb"}}, "serve.extra_args", "printable ASCII"),
+        ({"extra_mounts": ["/etc/x:/etc/vllm"]}, "serve.extra_mounts", "mounted already"),
+        ({"extra_mounts": ["/a:/b:rw"]}, "serve.extra_mounts", "SOURCE:DESTINATION:ro"),
+        ({"extra_mounts": ["/a/../etc:/b"]}, "serve.extra_mounts", "without '..'"),
+    ],
+)
+def test_a_bad_further_option_or_mount_is_refused_by_the_renderer(change, key, allowed):
+    with pytest.raises(SpecdecError) as err:
+        service_files(dict(SERVE, **change), DOCKER)
+    assert key + "=" in str(err.value) and allowed in str(err.value)
+
+
+def test_a_refused_secret_option_is_masked_in_the_message():
+    with pytest.raises(SpecdecError) as err:
+        service_files(dict(SERVE, extra_args={"api-key": "sk-secret-1"}), DOCKER)
+    assert "sk-secret-1" not in str(err.value) and "{'api-key': '***'}" in str(err.value)
+
+
+def test_the_native_runtime_has_no_bind_mounts():
+    with pytest.raises(SpecdecError, match="no bind mounts for the native runtime"):
+        service_files(dict(SERVE, extra_mounts=["/a:/b"]), UNIT)
