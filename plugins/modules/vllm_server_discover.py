@@ -161,6 +161,30 @@ container:
     started_at:
       description: C(State.StartedAt) as the engine reports it.
       type: str
+handover:
+  description:
+    - For a vLLM server the collection did not start (RV(foreign)), what to set so that the collection serves the same;
+      null otherwise.
+    - Read from its command line (a container's entrypoint and arguments) and, for a container, how the engine runs it
+      (image, name, OCI runtime, network, bind mounts, environment names).
+  returned: always
+  type: dict
+  contains:
+    settings:
+      description:
+        - The C(vllm_server_*) settings that reproduce it (runtime, image and its flavor, container name, OCI runtime,
+          the Hugging Face cache mounted, model, host, port, utilization, lengths, C(vllm_server_extra_args) for its further
+          options and C(vllm_server_extra_mounts) for its further bind mounts); never a secret.
+      type: dict
+      sample: {vllm_server_runtime: docker, vllm_server_image: "vllm/vllm-openai:v0.20.0", vllm_server_max_model_len: 8192}
+    secrets:
+      description: The secret settings to set from a vault, each with what the server reads it from (C(HF_TOKEN), C(--api-key)).
+      type: list
+      elements: str
+    not_carried:
+      description: What the collection's unit would not carry over (another network mode, an environment variable, a C(--config) file, speculation).
+      type: list
+      elements: str
 description:
   description: One line that names what serves and how (for messages); C(nothing serves on port N) for RV(kind) C(none).
   returned: always
@@ -180,6 +204,7 @@ import re
 import shlex
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.jetson_llm.speculative.plugins.module_utils._handover import handover
 from ansible_collections.jetson_llm.speculative.plugins.module_utils._vllm_health import parse_systemctl_show
 
 SECRET = re.compile(r"(?i)token|key|secret|password|passwd|auth")
@@ -370,6 +395,15 @@ def container_fields(engine, doc):
         "network": str(host.get("NetworkMode") or ""),
         "started_at": str(state.get("StartedAt") or ""),
         "pid": int(state.get("Pid") or 0),
+        # how the engine runs it (private: for the handover, never returned as such)
+        "_argv": [str(a) for a in argv],
+        "_entrypoint": [str(a) for a in config.get("Entrypoint") or []],
+        "_runtime": str(host.get("Runtime") or ""),
+        "_mounts": [
+            {"source": m["Source"], "destination": m["Destination"], "rw": bool(m.get("RW", True))}
+            for m in doc.get("Mounts") or []
+            if m.get("Source") and m.get("Destination")
+        ],
         "ports": sorted(
             set(
                 str(b.get("HostPort"))
@@ -412,6 +446,7 @@ def classify(found, ours, params, lookup, known_containers):
     result = {
         "kind": "none",
         "foreign": False,
+        "handover": None,
         "vllm": False,
         "pid": None,
         "started_at": None,
@@ -431,7 +466,7 @@ def classify(found, ours, params, lookup, known_containers):
         proxied = [c for c in known_containers if str(port) in c["ports"]]
         container = proxied[0] if proxied and not result["vllm"] else None
     if container is not None:
-        public = dict((k, v) for k, v in container.items() if k not in ("pid", "ports"))
+        public = dict((k, v) for k, v in container.items() if k not in ("pid", "ports") and not k.startswith("_"))
         result["container"] = public
         main = lookup(ours["main_pid"]) if ours["main_pid"] else None
         started_by_ours = (
@@ -473,6 +508,23 @@ def classify(found, ours, params, lookup, known_containers):
             "container " + container["name"] if container else "process %d" % found["pid"],
         )
     result["foreign"] = result["kind"] in ("unit", "container", "process")
+    result["handover"] = None
+    if result["foreign"] and result["vllm"]:
+        result["handover"] = handover(
+            container.get("_argv") or found["argv"] if result["kind"] == "container" else found["argv"],
+            {
+                "engine": container["engine"],
+                "image": container["image"],
+                "name": container["name"],
+                "entrypoint": container.get("_entrypoint") or [],
+                "runtime": container.get("_runtime") or "",
+                "network": container.get("network") or "",
+                "mounts": container.get("_mounts") or [],
+                "env_names": container.get("env_names") or [],
+            }
+            if result["kind"] == "container"
+            else None,
+        )
     return result
 
 

@@ -635,6 +635,22 @@ def test_a_vllm_container_started_by_hand_is_refused_and_keeps_serving_untouched
         for part in ("container 'vllm'", "vllm/vllm-openai:v0.20.0", "--max-model-len 6144", "HF_TOKEN", "not started by vllm.service",
                      "nothing was changed on this host", "stop and disable that server"):  # fmt: skip
             assert part in reason, (part, reason)
+        # what to set for the collection to serve the same, read from the container on the device: valid settings
+        settings = json.loads(re.search(r"which serve what it serves: (\{.*?\})(;|$)", reason).group(1))
+        assert settings == {
+            "vllm_server_container_name": "vllm",
+            "vllm_server_gpu_memory_utilization": 0.75,
+            "vllm_server_hf_cache_dir": "/root/.cache/huggingface",
+            "vllm_server_host": "0.0.0.0",
+            "vllm_server_image": "vllm/vllm-openai:v0.20.0",
+            "vllm_server_image_flavor": "upstream",
+            "vllm_server_max_model_len": 6144,
+            "vllm_server_model": "meta-llama/Llama-3.1-8B-Instruct",
+            "vllm_server_oci_runtime": "nvidia",
+            "vllm_server_port": 8000,
+            "vllm_server_runtime": "docker",
+        }, reason
+        assert "from Ansible Vault, vllm_server_hf_token (its HF_TOKEN)" in reason, reason
         assert "refused: host %s" % host in out, tail(out)
         assert report[DOCKER]["outcome"] == "skip", report[DOCKER]  # the other device went on
         with open(os.path.join(live.work, "hand", "latest.json")) as f:

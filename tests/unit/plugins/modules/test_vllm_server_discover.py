@@ -266,3 +266,38 @@ def test_what_the_device_lacks_to_serve_vllm_is_named(tmp_path):
     docker = dict(PARAMS, vllm_bin=None, engine="docker")
     assert lacking(docker, dict(systemd, docker="/usr/bin/docker"), booted=str(booted)) == []
     assert lacking(docker, systemd, booted=str(booted)) == ["the container engine docker is not installed (vllm_server_runtime, vllm_server_engine_bin)"]
+
+
+def test_a_foreign_vllm_says_what_to_set_for_the_collection_to_serve_the_same():
+    doc = {
+        "Id": "abc",
+        "Name": "/vllm",
+        "Config": {
+            "Image": "vllm/vllm-openai:v0.20.0",
+            "Entrypoint": ["vllm", "serve"],
+            "Cmd": ["Qwen/Qwen3-8B", "--max-model-len", "6144", "--api-key", "k3y"],
+            "Env": ["HF_TOKEN=hf_x", "PATH=/usr/bin"],
+        },
+        "State": {"Pid": 500, "StartedAt": "2026-12-07T10:00:00Z"},
+        "HostConfig": {"NetworkMode": "host", "Runtime": "nvidia"},
+        "Mounts": [{"Source": "/root/.cache/huggingface", "Destination": "/root/.cache/huggingface", "RW": True}],
+    }
+    hand = disc.container_fields("docker", doc)
+    server = _proc(501, ["python3", "/usr/local/bin/vllm", "serve", "Qwen/Qwen3-8B", "--max-model-len", "6144", "--api-key", "k3y"], ppid=500)
+    out = disc.classify(server, {"owned": False, "active": False, "main_pid": 0}, PARAMS, _lookup(server, _proc(500, ["tini"])), [hand])
+    assert out["kind"] == "container" and out["handover"]["settings"] == {
+        "vllm_server_runtime": "docker",
+        "vllm_server_image": "vllm/vllm-openai:v0.20.0",
+        "vllm_server_image_flavor": "upstream",
+        "vllm_server_container_name": "vllm",
+        "vllm_server_oci_runtime": "nvidia",
+        "vllm_server_hf_cache_dir": "/root/.cache/huggingface",
+        "vllm_server_model": "Qwen/Qwen3-8B",
+        "vllm_server_max_model_len": 6144,
+    }
+    assert out["handover"]["secrets"] == ["vllm_server_api_key (its --api-key)", "vllm_server_hf_token (its HF_TOKEN)"]
+    # what the module returns holds no secret and nothing private
+    assert "k3y" not in repr(out) and "hf_x" not in repr(out) and not [k for k in out["container"] if k.startswith("_")]
+    # a server the collection started, or a program that is not vLLM, has no handover
+    bare = _proc(800, ["nginx"])
+    assert disc.classify(bare, {"owned": True, "active": True, "main_pid": 1}, PARAMS, _lookup(bare), [])["handover"] is None
