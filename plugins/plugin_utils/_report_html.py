@@ -423,10 +423,22 @@ def group_table(group_rows):
     ]
 
 
+# the columns of the history and the segments of its bars: every host of a run is in exactly one
+_HISTORY_COLUMNS = ("keep", "revert", "skip", "other", "missing")
+
+
+def _history_counts(n):
+    """Hosts per column of the history: ``other`` adds up every outcome besides keep, revert and skip (refused,
+    failed, busy, ...), so that the columns add up to the run's hosts."""
+    out = dict((k, n.get(k, 0)) for k in ("keep", "revert", "skip", "missing"))
+    out["other"] = sum(v for k, v in n.items() if k not in out)
+    return out
+
+
 def _stack(n, total):
     if not total:
         return []
-    return [{"cls": k, "width": "%.1f" % (100.0 * n.get(k, 0) / total), "count": n.get(k, 0)} for k in ("keep", "revert", "skip", "missing") if n.get(k)]
+    return [{"cls": k, "width": "%.1f" % (100.0 * n.get(k, 0) / total), "count": n.get(k, 0)} for k in _HISTORY_COLUMNS if n.get(k)]
 
 
 def history(index, current_id, location):
@@ -440,8 +452,8 @@ def history(index, current_id, location):
     rows = []
     for r in runs:
         n = r.get("counts") or {}
-        n = dict((k, _int(v) or 0) for k, v in n.items() if isinstance(k, str))
-        total = sum(n.get(k, 0) for k in ("keep", "revert", "skip", "missing"))
+        n = _history_counts(dict((k, _int(v) or 0) for k, v in n.items() if isinstance(k, str)))
+        total = sum(n.values())
         rid = r["id"]
         wall = _num(r.get("wall_s"))
         rows.append(
@@ -452,7 +464,7 @@ def history(index, current_id, location):
                 "suffix": "-" in rid,
                 "group": r.get("target_group") or "",
                 "hosts": r.get("hosts", ""),
-                "counts": [n.get(k, 0) for k in ("keep", "revert", "skip", "missing")],
+                "counts": [n[k] for k in _HISTORY_COLUMNS],
                 "stack": _stack(n, total),
                 "requests": r.get("requests_spent", ""),
                 "wall": DASH if wall is None else _clock(wall),
@@ -489,7 +501,7 @@ def page(doc, index=None, location="latest"):
     return {
         "when": run.get("started_utc") or run.get("finished_utc"),
         "meta": meta,
-        "counts": {k: n[k] for k in ("keep", "revert", "skip", "missing")},
+        "counts": dict(_history_counts(n)),
         "others": ", ".join("%s %d" % (k, n[k]) for k in others),
         "requests": sum(s["requests_spent"] or 0 for s in summaries),
         "wall": DASH if wall is None else _clock(wall),

@@ -279,7 +279,25 @@ def test_history_lists_runs_newest_first_with_links():
         assert "current" in rows[0].classes() and "(this run)" in rows[0].all_text() and "current" not in rows[1].classes()
         hrefs = [a.attrs["href"] for a in section.find_all("a")]
         assert hrefs[:2] == [prefix + "runs/%s/report.html" % docs[-1]["run"]["id"], prefix + "runs/%s/fleet.json" % docs[-1]["run"]["id"]]
-        assert [int(td.all_text()) for td in rows[-1].find_all("td")[2:7]] == [2, 1, 1, 0, 0]
+        assert [int(td.all_text()) for td in rows[-1].find_all("td")[2:8]] == [2, 1, 1, 0, 0, 0]
+
+
+def test_every_host_is_counted_once_in_the_cards_and_the_history():
+    """Refused, failed and busy hosts are in the column, the bar segment and the card of other outcomes: the history's
+    columns add up to the run's hosts and its bar fills its width."""
+    results = fleet()[:3]
+    results[1] = dict(results[1], outcome="refused", label="refused (a server the collection did not start)")
+    results[2] = dict(results[2], outcome="failed", label="failed")
+    doc = r.report(results, missing=["gone-01"], started=T0, now=T0 + 60)
+    root = parse(h.html(doc, index=r.update_index(None, doc)))
+    section = next(t for t in root.find_all("table") if "Run (UTC)" in t.all_text())
+    row = section.find_all("tbody")[0].find_all("tr")[0]
+    cells = row.find_all("td")
+    assert [int(td.all_text()) for td in cells[3:8]] == [1, 0, 0, 2, 1]  # keep, revert, skip, other, no result
+    widths = [float(i.attrs["style"].split(":")[1].rstrip("%")) for i in row.find_all("i")]
+    assert [i.attrs["class"] for i in row.find_all("i")] == ["keep", "other", "missing"] and abs(sum(widths) - 100.0) < 0.2
+    cards = {c.find_all("span")[0].all_text(): c.find_all("b")[0].all_text() for c in root.find_all("div", "card")}
+    assert cards["other outcomes"] == "2" and "failed 1, refused 1" in root.all_text()
 
 
 def test_history_notes_an_unreadable_index():
