@@ -223,6 +223,7 @@ def host_summary(result):
     min_gain = _num(thresholds.get("min_gain"))
     if min_gain is None and gain_c1 is not None:
         min_gain = gain_c1["threshold"]
+    windows = _restart_windows(result)
     bench_warnings = []
     for block in every_block:
         bench_warnings.extend(block.get("warnings") or [])
@@ -274,8 +275,8 @@ def host_summary(result):
         "benchmark_warnings": _strings(bench_warnings),
         "elapsed_s": _num(result.get("elapsed_s")),
         # seconds the device did not serve in this run: its restart windows (stop or start until ready), overlaps once
-        "restarts": len(_restart_windows(result)),
-        "downtime_s": round(union_seconds(_restart_windows(result)), 1),
+        "restarts": len(windows),
+        "downtime_s": round(union_seconds(windows), 1),
         "started_at": _num(result.get("started_at")),
         "finished_at": _num(result.get("finished_at")),
     }
@@ -647,6 +648,7 @@ def report(results, missing=None, started=None, now=None, history=None, target_g
     results = sorted([r for r in results or [] if isinstance(r, dict)], key=lambda r: _text(r.get("host")))
     missing = sorted(_text(h) for h in missing or [])
     taken = [entry["id"] for entry in load_index(history)["runs"]]
+    summaries = [host_summary(r) for r in results]
     return {
         "schema": SCHEMA,
         "run": {
@@ -658,11 +660,11 @@ def report(results, missing=None, started=None, now=None, history=None, target_g
             "target_group": None if target_group is None else _text(target_group),
         },
         "counts": counts(results, missing),
-        "summary": [host_summary(r) for r in results],
-        "groups": groups([host_summary(r) for r in results]),
+        "summary": summaries,
+        "groups": groups(summaries),
         "missing": missing,
         "timing": timing(results, started=started, now=now),
-        "downtime": downtime([host_summary(r) for r in results]),
+        "downtime": downtime(summaries),
         "hosts": results,
     }
 

@@ -172,22 +172,18 @@ def _check_mapping(value, name, host, expected):
 
 # Options of ``vllm serve`` that the collection writes itself, that carry a secret, or that configure speculation
 # (which the plan owns): never an extra option. Names as ``vllm serve --help`` prints them, without the dashes.
-MANAGED_OPTIONS = frozenset(
-    (
-        "model",
-        "model-tag",
-        "config",
-        "host",
-        "port",
-        "served-model-name",
-        "gpu-memory-utilization",
-        "max-model-len",
-        "max-num-seqs",
-        "tensor-parallel-size",
-        "api-key",
-        "hf-token",
-    )
+# The serve settings the configuration file carries: (key of the serve settings, option of vllm serve), in file order.
+SERVE_CONFIG_KEYS = (
+    ("model", "model"),
+    ("host", "host"),
+    ("port", "port"),
+    ("served_model_name", "served-model-name"),
+    ("gpu_memory_utilization", "gpu-memory-utilization"),
+    ("max_model_len", "max-model-len"),
+    ("max_num_seqs", "max-num-seqs"),
+    ("tensor_parallel_size", "tensor-parallel-size"),
 )
+MANAGED_OPTIONS = frozenset([option for _key, option in SERVE_CONFIG_KEYS] + ["model-tag", "config", "api-key", "hf-token"])
 _OPTION_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 _MOUNT_PATH_RE = re.compile(r"^/[A-Za-z0-9._/-]{0,1023}$")
 EXTRA_ARGS_MAX = 64

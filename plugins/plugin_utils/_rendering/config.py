@@ -14,6 +14,7 @@ import json
 import re
 
 from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.checks import (
+    SERVE_CONFIG_KEYS,
     UTIL_MIN,
     SpecdecError,
     _bad,
@@ -31,16 +32,6 @@ from ansible_collections.jetson_llm.speculative.plugins.plugin_utils._planning.p
 # ---------------------------------------------------------------- renderer
 
 CONFIG_HEADER = "# vllm serve --config file rendered by jetson_llm.speculative; local changes are overwritten.\n"
-SERVE_CONFIG_KEYS = (
-    ("model", "model"),
-    ("host", "host"),
-    ("port", "port"),
-    ("served_model_name", "served-model-name"),
-    ("gpu_memory_utilization", "gpu-memory-utilization"),
-    ("max_model_len", "max-model-len"),
-    ("max_num_seqs", "max-num-seqs"),
-    ("tensor_parallel_size", "tensor-parallel-size"),
-)
 
 
 def spec_config_json(config):
